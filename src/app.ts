@@ -1,0 +1,81 @@
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { bodyLimit } from "hono/body-limit";
+import type { AppEnv } from "./env";
+import { ApiError } from "./lib/errors";
+import { requestContext } from "./middleware/request-context";
+import { requestLog } from "./middleware/request-log";
+import { handleError, notFoundHandler } from "./middleware/errors";
+import { recordBusy, recordVersionOnce, SERVICE_VERSION } from "./services/system";
+import { authRoutes } from "./routes/auth/routes";
+import { siteRoutes } from "./routes/sites/routes";
+import { siteMemberRoutes } from "./routes/sites/members";
+import { tenantRoutes } from "./routes/tenants/routes";
+import { auditRoutes } from "./routes/audit/routes";
+import { healthRoutes, rootRoutes } from "./routes/health/routes";
+import { docsRoutes } from "./routes/docs/routes";
+
+const REQUEST_BODY_LIMIT = 1024 * 1024;
+
+export function createApp() {
+  const app = new OpenAPIHono<AppEnv>({ strict: false });
+
+  app.onError(handleError);
+  app.notFound(notFoundHandler);
+
+  app.use("*", requestContext);
+  app.use("*", async (c, next) => {
+    const started = Date.now();
+    c.executionCtx.waitUntil(recordVersionOnce(c.var.db));
+    await next();
+    recordBusy(Date.now() - started);
+  });
+  app.use("*", requestLog);
+  app.use("*", bodyLimit({
+    maxSize: REQUEST_BODY_LIMIT,
+    onError: () => { throw new ApiError(413, "Request body too large (limit 1 MB)"); },
+  }));
+
+  app.route("/", rootRoutes);
+  app.route("/", docsRoutes);
+  app.route("/api/v1/health", healthRoutes);
+  app.route("/api/v1/auth", authRoutes);
+  app.route("/api/v1/sites", siteRoutes({ legacy: false }));
+  app.route("/api/v1/sites", siteMemberRoutes);
+  app.route("/sites", siteRoutes({ legacy: true }));
+  app.route("/api/v1/tenants", tenantRoutes);
+  app.route("/api/v1/audit", auditRoutes({ legacy: false }));
+  app.route("/audit", auditRoutes({ legacy: true }));
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Access token from signup, login or the OpenID Connect callback",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "cookieAuth", {
+    type: "apiKey", in: "cookie", name: "access_token", description: "The same token as an httpOnly cookie (set by login); the header wins when both are sent",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "deviceId", {
+    type: "apiKey", in: "header", name: "X-Device-ID", description: "The device's business id",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "deviceApiKey", {
+    type: "apiKey", in: "header", name: "X-API-Key", description: "The device's API key, shown once at registration",
+  });
+
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: {
+      title: "Fleet Edge API",
+      version: SERVICE_VERSION,
+      description: "Device fleet management for point-of-sale terminals grouped into sites. Errors are `{\"detail\": ...}`; validation errors list each problem as `{loc, msg, type}`. Unversioned paths are deprecated aliases of their `/api/v1` successors.",
+    },
+    servers: [{ url: "/", description: "This service" }],
+    tags: [
+      { name: "Service", description: "Status, health and documentation" },
+      { name: "Auth", description: "Users, passwords and tokens" },
+      { name: "Sites", description: "Sites (stores) and their health" },
+      { name: "Site members", description: "Who may do what on a site" },
+      { name: "Tenants", description: "Groups of sites with tenant-wide roles" },
+      { name: "Audit", description: "The audit trail" },
+    ],
+  });
+
+  return app;
+}

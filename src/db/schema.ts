@@ -1,0 +1,333 @@
+import { sql } from "drizzle-orm";
+import { index, integer, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+// Timestamps are ISO 8601 UTC strings with a `Z`: they sort lexically, read well in SQL and
+// round-trip through JSON unchanged.
+const createdAt = () => text("created_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ','now'))`);
+const updatedAt = () => text("updated_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ','now'))`);
+const json = (name: string) => text(name, { mode: "json" });
+
+export const users = sqliteTable("users", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  email: text("email").notNull(),
+  username: text("username").notNull(),
+  fullName: text("full_name"),
+  passwordHash: text("password_hash"),
+  isAdmin: integer("is_admin", { mode: "boolean" }).notNull().default(false),
+  isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
+  oidcSubject: text("oidc_subject"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("users_email_uq").on(t.email),
+  uniqueIndex("users_username_uq").on(t.username),
+  uniqueIndex("users_oidc_subject_uq").on(t.oidcSubject),
+]);
+
+export const tenants = sqliteTable("tenants", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  tenantId: text("tenant_id").notNull(),
+  name: text("name").notNull(),
+  createdAt: createdAt(),
+}, (t) => [uniqueIndex("tenants_tenant_id_uq").on(t.tenantId)]);
+
+export const tenantMemberships = sqliteTable("tenant_memberships", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  tenantId: text("tenant_id").notNull(),
+  userId: integer("user_id").notNull(),
+  role: text("role", { enum: ["viewer", "operator", "owner"] }).notNull(),
+  createdAt: createdAt(),
+}, (t) => [
+  uniqueIndex("tenant_memberships_uq").on(t.tenantId, t.userId),
+  index("tenant_memberships_user_idx").on(t.userId),
+]);
+
+export const sites = sqliteTable("sites", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  siteId: text("site_id").notNull(),
+  name: text("name").notNull(),
+  description: text("description"),
+  location: text("location"),
+  isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
+  tenantId: text("tenant_id"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("sites_site_id_uq").on(t.siteId),
+  index("sites_tenant_idx").on(t.tenantId),
+  index("sites_created_at_idx").on(t.createdAt),
+]);
+
+export const siteMemberships = sqliteTable("site_memberships", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  siteId: text("site_id").notNull(),
+  userId: integer("user_id").notNull(),
+  role: text("role", { enum: ["viewer", "operator", "owner"] }).notNull(),
+  createdAt: createdAt(),
+}, (t) => [
+  uniqueIndex("site_memberships_uq").on(t.siteId, t.userId),
+  index("site_memberships_user_idx").on(t.userId),
+]);
+
+export const devices = sqliteTable("devices", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  name: text("name").notNull(),
+  deviceType: text("device_type").notNull().default("pos_terminal"),
+  status: text("status").notNull().default("offline"),
+  ipAddress: text("ip_address"),
+  osType: text("os_type"),
+  osVersion: text("os_version"),
+  apiKeyHash: text("api_key_hash"),
+  enrollmentMethod: text("enrollment_method").notNull().default("manual"),
+  deviceSource: text("device_source", { enum: ["real", "simulated"] }).notNull().default("real"),
+  lifecycleState: text("lifecycle_state", { enum: ["active", "suspended", "retired"] }).notNull().default("active"),
+  heartbeatIntervalS: integer("heartbeat_interval_s").notNull().default(10),
+  macAddress: text("mac_address"),
+  hostname: text("hostname"),
+  localIp: text("local_ip"),
+  osDetails: text("os_details"),
+  firmware: text("firmware"),
+  dna: json("dna"),
+  dnaUpdatedAt: text("dna_updated_at"),
+  lastSeen: text("last_seen"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("devices_device_id_uq").on(t.deviceId),
+  index("devices_site_created_idx").on(t.siteId, t.createdAt),
+  index("devices_site_name_idx").on(t.siteId, t.name),
+]);
+
+export const lifecycleEpochs = sqliteTable("lifecycle_epochs", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  epochId: text("epoch_id").notNull(),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  enrollmentMethod: text("enrollment_method").notNull(),
+  intentId: text("intent_id"),
+  startedAt: createdAt(),
+  endedAt: text("ended_at"),
+}, (t) => [
+  uniqueIndex("lifecycle_epochs_epoch_id_uq").on(t.epochId),
+  index("lifecycle_epochs_device_idx").on(t.deviceId),
+]);
+
+export const siteBootstrapKeys = sqliteTable("site_bootstrap_keys", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  siteId: text("site_id").notNull(),
+  keyHash: text("key_hash").notNull(),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+  revokedAt: text("revoked_at"),
+}, (t) => [index("site_bootstrap_keys_site_idx").on(t.siteId, t.createdAt)]);
+
+export const enrolmentIntents = sqliteTable("enrolment_intents", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  intentId: text("intent_id").notNull(),
+  siteId: text("site_id").notNull(),
+  status: text("status", { enum: ["pending", "approved", "rejected", "consumed", "expired", "revoked"] }).notNull().default("pending"),
+  expectedDeviceIdentity: text("expected_device_identity"),
+  idempotencyKey: text("idempotency_key"),
+  requestFingerprint: text("request_fingerprint"),
+  claimTokenHash: text("claim_token_hash").notNull(),
+  expiresAt: text("expires_at").notNull(),
+  createdBy: integer("created_by"),
+  deviceId: text("device_id"),
+  epochId: text("epoch_id"),
+  claimedAt: text("claimed_at"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("enrolment_intents_intent_id_uq").on(t.intentId),
+  uniqueIndex("enrolment_intents_idem_uq").on(t.siteId, t.idempotencyKey),
+  index("enrolment_intents_site_created_idx").on(t.siteId, t.createdAt),
+  index("enrolment_intents_status_expiry_idx").on(t.status, t.expiresAt),
+]);
+
+export const jobs = sqliteTable("jobs", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  jobId: text("job_id").notNull(),
+  siteId: text("site_id").notNull(),
+  action: text("action").notNull(),
+  description: text("description"),
+  priority: text("priority", { enum: ["high", "medium", "low"] }).notNull().default("medium"),
+  status: text("status", { enum: ["queued", "sent", "completed", "failed", "cancelled", "timeout"] }).notNull().default("queued"),
+  segment: text("segment"),
+  configUrl: text("config_url"),
+  configVersion: text("config_version"),
+  targetDeviceIds: json("target_device_ids"),
+  deviceType: text("device_type"),
+  deadlineAt: text("deadline_at"),
+  createdBy: text("created_by"),
+  createdAt: createdAt(),
+  startedAt: text("started_at"),
+  completedAt: text("completed_at"),
+  result: json("result"),
+  errorMessage: text("error_message"),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("jobs_job_id_uq").on(t.jobId),
+  index("jobs_site_created_idx").on(t.siteId, t.createdAt),
+  index("jobs_status_idx").on(t.status, t.createdAt),
+]);
+
+export const jobExecutions = sqliteTable("job_executions", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  jobId: text("job_id").notNull(),
+  deviceId: text("device_id").notNull(),
+  commandId: text("command_id"),
+  status: text("status").notNull().default("pending"),
+  result: json("result"),
+  errorMessage: text("error_message"),
+  createdAt: createdAt(),
+  completedAt: text("completed_at"),
+}, (t) => [
+  uniqueIndex("job_executions_uq").on(t.jobId, t.deviceId),
+  index("job_executions_command_idx").on(t.commandId),
+]);
+
+export const healthChecks = sqliteTable("health_checks", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  status: text("status").notNull(),
+  responseTimeMs: integer("response_time_ms"),
+  details: json("details"),
+  createdAt: createdAt(),
+}, (t) => [index("health_checks_device_created_idx").on(t.deviceId, t.createdAt)]);
+
+export const auditLogs = sqliteTable("audit_logs", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  eventType: text("event_type").notNull(),
+  category: text("category").notNull(),
+  severity: text("severity", { enum: ["info", "warning", "error", "critical"] }).notNull().default("info"),
+  description: text("description"),
+  userId: integer("user_id"),
+  jobId: text("job_id"),
+  deviceId: text("device_id"),
+  siteId: text("site_id"),
+  eventMetadata: json("event_metadata"),
+  ipAddress: text("ip_address"),
+  userAgent: text("user_agent"),
+  sessionId: text("session_id"),
+  createdAt: createdAt(),
+}, (t) => [
+  index("audit_logs_created_idx").on(t.createdAt),
+  index("audit_logs_site_created_idx").on(t.siteId, t.createdAt),
+  index("audit_logs_type_created_idx").on(t.eventType, t.createdAt),
+  index("audit_logs_device_created_idx").on(t.deviceId, t.createdAt),
+]);
+
+export const apiRequestLogs = sqliteTable("api_request_logs", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  requestId: text("request_id"),
+  endpoint: text("endpoint").notNull(),
+  method: text("method").notNull(),
+  statusCode: integer("status_code").notNull(),
+  responseTimeMs: real("response_time_ms").notNull(),
+  userId: integer("user_id"),
+  deviceId: text("device_id"),
+  ipAddress: text("ip_address"),
+  requestSize: integer("request_size"),
+  responseSize: integer("response_size"),
+  errorMessage: text("error_message"),
+  createdAt: createdAt(),
+}, (t) => [
+  index("api_request_logs_created_idx").on(t.createdAt),
+  index("api_request_logs_endpoint_created_idx").on(t.endpoint, t.createdAt),
+]);
+
+export const userActivities = sqliteTable("user_activities", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  userId: integer("user_id").notNull(),
+  activityType: text("activity_type").notNull(),
+  pageUrl: text("page_url"),
+  elementId: text("element_id"),
+  searchQuery: text("search_query"),
+  sessionId: text("session_id"),
+  durationMs: integer("duration_ms"),
+  extraData: json("extra_data"),
+  createdAt: createdAt(),
+}, (t) => [index("user_activities_user_created_idx").on(t.userId, t.createdAt)]);
+
+export const deviceStateHistory = sqliteTable("device_state_history", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id"),
+  previousState: text("previous_state"),
+  newState: text("new_state").notNull(),
+  changedBy: text("changed_by").notNull(),
+  reason: text("reason"),
+  extraData: json("extra_data"),
+  timestamp: createdAt(),
+}, (t) => [index("device_state_history_device_ts_idx").on(t.deviceId, t.timestamp)]);
+
+export const jobOutcomes = sqliteTable("job_outcomes", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  jobId: text("job_id").notNull(),
+  jobType: text("job_type"),
+  deviceId: text("device_id"),
+  status: text("status").notNull(),
+  durationMs: integer("duration_ms"),
+  initiatedBy: text("initiated_by"),
+  errorCode: text("error_code"),
+  retryCount: integer("retry_count").notNull().default(0),
+  metadata: json("metadata"),
+  timestamp: createdAt(),
+}, (t) => [
+  index("job_outcomes_ts_idx").on(t.timestamp),
+  index("job_outcomes_job_idx").on(t.jobId),
+]);
+
+export const errorLogs = sqliteTable("error_logs", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  category: text("category").notNull(),
+  severity: text("severity").notNull().default("error"),
+  errorMessage: text("error_message").notNull(),
+  stackTrace: text("stack_trace"),
+  context: json("context"),
+  resolutionStatus: text("resolution_status").notNull().default("open"),
+  requestId: text("request_id"),
+  userId: integer("user_id"),
+  createdAt: createdAt(),
+}, (t) => [index("error_logs_created_idx").on(t.createdAt)]);
+
+// The latest sample per device; the history lives in the site's SiteHub (DESIGN.md §4).
+export const deviceMetrics = sqliteTable("device_metrics", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  cpuUsage: real("cpu_usage"),
+  memoryUsage: real("memory_usage"),
+  diskUsage: real("disk_usage"),
+  temperature: real("temperature"),
+  networkLatencyMs: real("network_latency_ms"),
+  transactionCount: integer("transaction_count"),
+  uptimeSeconds: integer("uptime_seconds"),
+  errorRate: real("error_rate"),
+  recordedAt: text("recorded_at").notNull(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("device_metrics_device_uq").on(t.deviceId),
+  index("device_metrics_site_idx").on(t.siteId),
+]);
+
+// One row per deployed version, so system_startup / system_shutdown are recorded once each even
+// when many isolates serve their first request at the same moment.
+export const serviceVersions = sqliteTable("service_versions", {
+  version: text("version").primaryKey(),
+  startedAt: createdAt(),
+  supersededAt: text("superseded_at"),
+});
+
+// One-use tickets for browser WebSocket subscriptions (hash stored, never the ticket).
+export const wsTickets = sqliteTable("ws_tickets", {
+  ticketHash: text("ticket_hash").primaryKey(),
+  siteId: text("site_id").notNull(),
+  userId: integer("user_id").notNull(),
+  expiresAt: text("expires_at").notNull(),
+});

@@ -1,0 +1,29 @@
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+export interface ValidationIssue {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+}
+
+/** The one error shape of the service: `{"detail": ...}` with the given status. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    readonly detail: string | ValidationIssue[],
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(typeof detail === "string" ? detail : "Validation failed");
+  }
+}
+
+export const badRequest = (detail: string) => new ApiError(400, detail);
+export const unauthorized = (detail = "Not authenticated") =>
+  new ApiError(401, detail, { "WWW-Authenticate": "Bearer" });
+export const forbidden = (detail = "Forbidden") => new ApiError(403, detail);
+export const notFound = (detail = "Not Found") => new ApiError(404, detail);
+export const conflict = (detail: string) => new ApiError(409, detail);
+export const unprocessable = (issues: ValidationIssue[] | string) =>
+  new ApiError(422, typeof issues === "string" ? [{ loc: ["body"], msg: issues, type: "value_error" }] : issues);
+export const tooManyRequests = (detail: string, retryAfterSeconds?: number) =>
+  new ApiError(429, detail, retryAfterSeconds ? { "Retry-After": String(retryAfterSeconds) } : {});

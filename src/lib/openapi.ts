@@ -1,0 +1,110 @@
+import { OpenAPIHono, createRoute, z, type RouteConfig } from "@hono/zod-openapi";
+import type { Context, MiddlewareHandler } from "hono";
+import type { AppEnv } from "../env";
+import { requireAdmin, requireDevice, requireUser } from "../middleware/auth";
+import { ApiError, type ValidationIssue } from "./errors";
+
+export const ErrorSchema = z
+  .object({
+    detail: z.union([
+      z.string(),
+      z.array(z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() })),
+    ]),
+  })
+  .openapi("Error");
+
+export type AuthMode = "none" | "user" | "admin" | "device";
+
+const SECURITY: Record<AuthMode, RouteConfig["security"]> = {
+  none: [],
+  user: [{ bearerAuth: [] }, { cookieAuth: [] }],
+  admin: [{ bearerAuth: [] }, { cookieAuth: [] }],
+  device: [{ deviceId: [], deviceApiKey: [] }],
+};
+
+const AUTH_MIDDLEWARE: Record<AuthMode, MiddlewareHandler<AppEnv>[]> = {
+  none: [],
+  user: [requireUser],
+  admin: [requireUser, requireAdmin],
+  device: [requireDevice],
+};
+
+const errorResponse = (description: string) => ({
+  description,
+  content: { "application/json": { schema: ErrorSchema } },
+});
+
+const STANDARD_ERRORS = {
+  400: "Malformed request body or a request the current state does not allow",
+  401: "Missing or invalid credentials",
+  403: "Authenticated but not allowed",
+  404: "Resource not found",
+  409: "Conflicts with the current state",
+  413: "Request body too large",
+  422: "Validation failed: detail lists each problem with its location",
+  429: "Rate limited",
+  503: "Temporarily unavailable",
+} as const;
+
+type ErrorCode = keyof typeof STANDARD_ERRORS;
+
+type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
+  auth: AuthMode;
+  /** Error statuses this route can answer besides the ones implied by its auth and body. */
+  errors?: ErrorCode[];
+  /** Marks unversioned compatibility paths. */
+  deprecated?: boolean;
+};
+
+/**
+ * Declares a route with its auth middleware, security requirement and error responses in one place,
+ * so the OpenAPI document cannot drift from what the route enforces.
+ */
+export function apiRoute<const R extends ApiRouteConfig>(config: R) {
+  const { auth, errors = [], ...route } = config;
+  const codes = new Set<ErrorCode>(errors);
+  if (auth !== "none") codes.add(401);
+  if (auth === "admin" || auth === "device") codes.add(403);
+  if (route.request?.body || route.request?.query || route.request?.params) codes.add(422);
+  if (route.request?.body) {
+    codes.add(400);
+    codes.add(413);
+  }
+  const errorResponses = Object.fromEntries(
+    [...codes].sort().map((code) => [code, errorResponse(STANDARD_ERRORS[code])]),
+  );
+  return createRoute({
+    ...(route as Omit<R, "auth" | "errors">),
+    security: SECURITY[auth],
+    middleware: AUTH_MIDDLEWARE[auth],
+    responses: { ...errorResponses, ...route.responses },
+  } as Omit<R, "auth" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
+}
+
+export function toValidationIssues(error: z.ZodError, target: string): ValidationIssue[] {
+  return error.issues.map((issue) => ({
+    loc: [target === "json" ? "body" : target, ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))],
+    msg: issue.message,
+    type: issue.code,
+  }));
+}
+
+export function newRouter() {
+  return new OpenAPIHono<AppEnv>({
+    defaultHook: (result, _c: Context) => {
+      if (!result.success) throw new ApiError(422, toValidationIssues(result.error as z.ZodError, result.target));
+    },
+  });
+}
+
+/** JSON body helper for route declarations. */
+export const jsonBody = <T extends z.ZodType>(schema: T, description?: string) => ({
+  body: { required: true, description, content: { "application/json": { schema } } },
+});
+
+export const jsonResponse = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+export const MessageSchema = z.object({ message: z.string() }).openapi("Message");

@@ -1,0 +1,61 @@
+import { getCookie } from "hono/cookie";
+import { createMiddleware } from "hono/factory";
+import type { AppEnv } from "../env";
+import { forbidden, unauthorized } from "../lib/errors";
+import { verifyAccessToken } from "../services/tokens";
+import { findActiveUserById } from "../services/users";
+import { authenticateDevice } from "../services/device-auth";
+import { recordAudit } from "../services/audit";
+
+export const ACCESS_TOKEN_COOKIE = "access_token";
+
+/** The Authorization header wins over the cookie, so a stale browser cookie cannot shadow it. */
+export function readAccessToken(authorization: string | undefined, cookie: string | undefined): string | undefined {
+  if (authorization) {
+    const match = /^Bearer\s+(.+)$/i.exec(authorization.trim());
+    return match ? match[1].trim() : undefined;
+  }
+  return cookie || undefined;
+}
+
+export const loadUser = createMiddleware<AppEnv>(async (c, next) => {
+  const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
+  if (token) {
+    const claims = await verifyAccessToken(c.var.config, token);
+    const user = claims ? await findActiveUserById(c.var.db, claims.userId) : undefined;
+    if (user) c.set("user", user);
+  }
+  await next();
+});
+
+export const requireUser = createMiddleware<AppEnv>(async (c, next) => {
+  const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
+  if (!token) throw unauthorized("Not authenticated");
+  const claims = await verifyAccessToken(c.var.config, token);
+  if (!claims) throw unauthorized("Could not validate credentials");
+  const user = await findActiveUserById(c.var.db, claims.userId);
+  if (!user) throw unauthorized("Could not validate credentials");
+  c.set("user", user);
+  await next();
+});
+
+export const requireAdmin = createMiddleware<AppEnv>(async (c, next) => {
+  const user = c.var.user;
+  if (!user?.isAdmin) {
+    await recordAudit(c.var.db, {
+      eventType: "permission_denied",
+      description: `Administrator privilege required for ${c.req.method} ${c.req.path}`,
+      userId: user?.id,
+      metadata: { path: c.req.path, method: c.req.method, required: "admin" },
+      request: c.req.raw,
+    });
+    throw forbidden("Administrator privileges required");
+  }
+  await next();
+});
+
+export const requireDevice = createMiddleware<AppEnv>(async (c, next) => {
+  const device = await authenticateDevice(c.env, c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"));
+  c.set("device", device);
+  await next();
+});

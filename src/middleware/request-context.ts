@@ -1,0 +1,17 @@
+import { createMiddleware } from "hono/factory";
+import { drizzle } from "drizzle-orm/d1";
+import * as schema from "../db/schema";
+import type { AppEnv } from "../env";
+import { loadConfig } from "../config";
+
+/** Request id, configuration and the database handle, available to everything after it as `c.var`. */
+export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
+  const incoming = c.req.header("X-Request-Id");
+  const requestId = incoming && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : crypto.randomUUID();
+  c.set("requestId", requestId);
+  c.header("X-Request-Id", requestId);
+  c.set("db", drizzle(c.env.DB, { schema }));
+  c.set("config", loadConfig(c.env));
+  await next();
+  c.header("X-Request-Id", requestId);
+});

@@ -1,0 +1,101 @@
+import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { deprecatedPath } from "../../middleware/deprecation";
+import { authorizeSite } from "../../services/access";
+import { createSite, listSites } from "../../services/sites";
+import { siteDevicesForHealth, summariseSiteHealth } from "../../services/site-health";
+import * as s from "./schema";
+
+const TAGS = ["Sites"];
+
+/**
+ * The site resource. Built once per path form (`/api/v1/sites` and the deprecated `/sites`) from
+ * the same declarations, so both forms share handlers, auth and validation.
+ */
+export function siteRoutes({ legacy }: { legacy: boolean }) {
+  const app = newRouter();
+  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
+  const deprecated = legacy || undefined;
+
+  const listRoute = (path: string) =>
+    apiRoute({
+      method: "get",
+      path,
+      auth: "user",
+      deprecated,
+      tags: TAGS,
+      summary: "List the sites the caller can access",
+      description: "Administrators see every site; other users the sites granted to them directly or through a tenant. Newest first.",
+      responses: { 200: jsonResponse(s.SiteList, "Sites") },
+    });
+  const createRoute = (path: string) =>
+    apiRoute({
+      method: "post",
+      path,
+      auth: "user",
+      deprecated,
+      tags: TAGS,
+      summary: "Create a site",
+      description: "Any authenticated user may create a site and becomes its owner. A `site_id` is generated when absent; a duplicate is 409.",
+      request: jsonBody(s.CreateSiteBody),
+      responses: { 201: jsonResponse(s.CreateSiteResponse, "Site created") },
+      errors: [403, 404, 409],
+    });
+
+  const list = async (c: Parameters<Parameters<typeof app.openapi>[1]>[0]) => {
+    const rows = await listSites(c.var.db, c.var.user!);
+    return c.json({ sites: rows.map(s.toSiteListItem) }, 200);
+  };
+
+  // `/api/v1/sites/sites` is declared before `/{site_id}` so it is never read as a site id.
+  const listPaths = legacy ? ["/"] : ["/sites", "/"];
+  for (const path of listPaths) {
+    app.openapi(listRoute(path), list as never);
+    app.openapi(createRoute(path), async (c) => {
+      const body = c.req.valid("json");
+      const site = await createSite(c.var.db, c.var.user!, body, c.req.raw);
+      return c.json({ message: "Site created successfully", site_id: site.siteId, name: site.name }, 201);
+    });
+  }
+
+  app.openapi(
+    apiRoute({
+      method: "get",
+      path: "/{site_id}",
+      auth: "user",
+      deprecated,
+      tags: TAGS,
+      summary: "Site detail",
+      request: { params: s.SiteParams },
+      responses: { 200: jsonResponse(s.SiteDetail, "The site") },
+      errors: [403, 404],
+    }),
+    async (c) => {
+      const { site_id } = c.req.valid("param");
+      const { site } = await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
+      return c.json(s.toSiteDetail(site), 200);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "get",
+      path: "/{site_id}/health",
+      auth: "user",
+      deprecated,
+      tags: TAGS,
+      summary: "Site health",
+      description: "Device counts by live status and the device list with last_seen.",
+      request: { params: s.SiteParams },
+      responses: { 200: jsonResponse(s.SiteHealth, "Site health") },
+      errors: [403, 404],
+    }),
+    async (c) => {
+      const { site_id } = c.req.valid("param");
+      await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
+      return c.json(summariseSiteHealth(site_id, await siteDevicesForHealth(c.var.db, site_id)), 200);
+    },
+  );
+
+  return app;
+}
+

@@ -1,0 +1,17 @@
+import { drizzle } from "drizzle-orm/d1";
+import { lt } from "drizzle-orm";
+import * as schema from "./db/schema";
+import type { Env } from "./env";
+
+const RETENTION_DAYS = 90;
+
+/** The minute cron: time-driven work that no request triggers. Every step is idempotent. */
+export async function runScheduled(env: Env, now: Date) {
+  const db = drizzle(env.DB, { schema });
+  const cutoff = new Date(now.getTime() - RETENTION_DAYS * 86_400_000).toISOString();
+  await db.batch([
+    db.delete(schema.apiRequestLogs).where(lt(schema.apiRequestLogs.createdAt, cutoff)),
+    db.delete(schema.userActivities).where(lt(schema.userActivities.createdAt, cutoff)),
+    db.delete(schema.wsTickets).where(lt(schema.wsTickets.expiresAt, now.toISOString())),
+  ]);
+}

@@ -1,0 +1,47 @@
+import { desc, eq } from "drizzle-orm";
+import type { Db } from "../env";
+import { devices } from "../db/schema";
+
+export interface SiteHealthDevice {
+  device_id: string;
+  name: string;
+  type: string;
+  status: string;
+  ip_address: string | null;
+  last_seen: string | null;
+}
+
+/** Summarises device statuses into the specification's Site health object. */
+export function summariseSiteHealth(siteId: string, list: SiteHealthDevice[], now = new Date()) {
+  const count = (...statuses: string[]) => list.filter((d) => statuses.includes(d.status)).length;
+  const healthy = count("online", "healthy");
+  const offline = count("offline");
+  const error = count("error", "unhealthy");
+  const total = list.length;
+  const percentage = total ? Math.round((healthy / total) * 1000) / 10 : 0;
+  let summary: string;
+  if (total === 0) summary = "No devices registered";
+  else if (healthy === total) summary = "All devices healthy";
+  else summary = `${healthy} of ${total} devices healthy` + (offline ? `, ${offline} offline` : "") + (error ? `, ${error} in error` : "");
+  return {
+    site_id: siteId,
+    total_devices: total,
+    healthy_devices: healthy,
+    offline_devices: offline,
+    error_devices: error,
+    health_percentage: percentage,
+    status_summary: summary,
+    devices: list,
+    last_updated: now.toISOString(),
+  };
+}
+
+export async function siteDevicesForHealth(db: Db, siteId: string): Promise<SiteHealthDevice[]> {
+  const rows = await db
+    .select({ device_id: devices.deviceId, name: devices.name, type: devices.deviceType, status: devices.status, ip_address: devices.ipAddress, last_seen: devices.lastSeen })
+    .from(devices)
+    .where(eq(devices.siteId, siteId))
+    .orderBy(desc(devices.createdAt))
+    .all();
+  return rows;
+}

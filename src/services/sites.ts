@@ -1,0 +1,107 @@
+import { and, desc, eq, inArray, sql } from "drizzle-orm";
+import type { AuthUser, Db } from "../env";
+import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema";
+import { conflict, notFound, badRequest, forbidden } from "../lib/errors";
+import { newSiteId } from "../lib/ids";
+import { auditValues } from "./audit";
+import { accessibleSiteIds, type Role } from "./access";
+import { tenantRole } from "./tenants";
+
+export interface CreateSiteInput {
+  site_id?: string;
+  name: string;
+  description?: string | null;
+  location?: string | null;
+  tenant_id?: string | null;
+}
+
+export async function listSites(db: Db, user: AuthUser) {
+  const visible = await accessibleSiteIds(db, user);
+  if (visible && visible.length === 0) return [];
+  if (!visible) return db.select().from(sites).orderBy(desc(sites.createdAt), desc(sites.id)).all();
+  // D1 binds at most 100 parameters per statement.
+  const rows: (typeof sites.$inferSelect)[] = [];
+  for (let i = 0; i < visible.length; i += 90) {
+    rows.push(...(await db.select().from(sites).where(inArray(sites.siteId, visible.slice(i, i + 90))).all()));
+  }
+  return rows.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : b.id - a.id));
+}
+
+export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput, request?: Request) {
+  const siteId = input.site_id ?? newSiteId();
+  if (input.tenant_id) {
+    const tenant = await db.select().from(tenants).where(eq(tenants.tenantId, input.tenant_id)).get();
+    if (!tenant) throw notFound(`Tenant with ID '${input.tenant_id}' not found`);
+    const role = await tenantRole(db, user, input.tenant_id);
+    if (role !== "owner") throw forbidden("Only a tenant owner can create sites in a tenant");
+  }
+  if (await db.select({ id: sites.id }).from(sites).where(eq(sites.siteId, siteId)).get()) {
+    throw conflict(`Site with ID '${siteId}' already exists`);
+  }
+  try {
+    const [[site]] = await db.batch([
+      db.insert(sites).values({
+        siteId,
+        name: input.name,
+        description: input.description ?? null,
+        location: input.location ?? null,
+        tenantId: input.tenant_id ?? null,
+        createdBy: user.id,
+      }).returning(),
+      db.insert(siteMemberships).values({ siteId, userId: user.id, role: "owner" }),
+      db.insert(auditLogs).values(auditValues({
+        eventType: "site_created",
+        description: `Site ${siteId} created`,
+        userId: user.id,
+        siteId,
+        metadata: { name: input.name, tenant_id: input.tenant_id ?? null },
+        request,
+      })),
+    ]);
+    return site;
+  } catch (error) {
+    if (String((error as Error).message).includes("UNIQUE")) throw conflict(`Site with ID '${siteId}' already exists`);
+    throw error;
+  }
+}
+
+export async function listMembers(db: Db, siteId: string) {
+  return db
+    .select({ user_id: users.id, email: users.email, username: users.username, role: siteMemberships.role, created_at: siteMemberships.createdAt })
+    .from(siteMemberships)
+    .innerJoin(users, eq(users.id, siteMemberships.userId))
+    .where(eq(siteMemberships.siteId, siteId))
+    .orderBy(desc(siteMemberships.createdAt))
+    .all();
+}
+
+export async function resolveMemberUser(db: Db, input: { email?: string; user_id?: number }) {
+  const row = input.user_id !== undefined
+    ? await db.select().from(users).where(eq(users.id, input.user_id)).get()
+    : await db.select().from(users).where(eq(users.email, input.email!.toLowerCase())).get();
+  if (!row) throw notFound("User not found");
+  return row;
+}
+
+/** Adds or changes a member's role; returns the membership. */
+export async function upsertSiteMember(db: Db, siteId: string, userId: number, role: Role) {
+  return db
+    .insert(siteMemberships)
+    .values({ siteId, userId, role })
+    .onConflictDoUpdate({ target: [siteMemberships.siteId, siteMemberships.userId], set: { role } })
+    .returning()
+    .get();
+}
+
+export async function removeSiteMember(db: Db, siteId: string, userId: number) {
+  const membership = await db.select().from(siteMemberships)
+    .where(and(eq(siteMemberships.siteId, siteId), eq(siteMemberships.userId, userId))).get();
+  if (!membership) throw notFound("Membership not found");
+  if (membership.role === "owner") {
+    const owners = await db.select({ n: sql<number>`count(*)` }).from(siteMemberships)
+      .where(and(eq(siteMemberships.siteId, siteId), eq(siteMemberships.role, "owner"))).get();
+    if ((owners?.n ?? 0) <= 1) throw badRequest("A site must keep at least one owner");
+  }
+  await db.delete(siteMemberships).where(eq(siteMemberships.id, membership.id));
+  return membership;
+}
