@@ -148,6 +148,14 @@ export const enrolmentIntents = sqliteTable("enrolment_intents", {
   index("enrolment_intents_status_expiry_idx").on(t.status, t.expiresAt),
 ]);
 
+// Failed enrolment claims per intent id in a fixed window (rate limit, DESIGN.md §3 Enrolment). Keyed
+// by the id as sent, whether or not such an intent exists, so a 429 reveals nothing either.
+export const enrolmentClaimFailures = sqliteTable("enrolment_claim_failures", {
+  intentId: text("intent_id").primaryKey(),
+  windowStartedAt: text("window_started_at").notNull(),
+  failures: integer("failures").notNull().default(0),
+}, (t) => [index("enrolment_claim_failures_window_idx").on(t.windowStartedAt)]);
+
 export const jobs = sqliteTable("jobs", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   jobId: text("job_id").notNull(),
