@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, sql } from "drizzle-orm";
+import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
 import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema";
 import { conflict, notFound, badRequest, forbidden } from "../lib/errors";
@@ -83,25 +83,39 @@ export async function resolveMemberUser(db: Db, input: { email?: string; user_id
   return row;
 }
 
-/** Adds or changes a member's role; returns the membership. */
+// True when the site has an owner other than `userId`. Evaluated inside the same statement as the
+// change it guards, so two owners removing or demoting each other at once cannot orphan the site.
+const anotherOwner = (siteId: string, userId: number) =>
+  sql`exists (select 1 from site_memberships as o where o.site_id = ${siteId} and o.role = 'owner' and o.user_id <> ${userId})`;
+
+const LAST_OWNER = "A site must keep at least one owner";
+
+/** Adds or changes a member's role; returns the membership. Demoting the last owner is refused (400). */
 export async function upsertSiteMember(db: Db, siteId: string, userId: number, role: Role) {
-  return db
+  const row = await db
     .insert(siteMemberships)
     .values({ siteId, userId, role })
-    .onConflictDoUpdate({ target: [siteMemberships.siteId, siteMemberships.userId], set: { role } })
+    .onConflictDoUpdate({
+      target: [siteMemberships.siteId, siteMemberships.userId],
+      set: { role },
+      setWhere: or(ne(siteMemberships.role, "owner"), sql`${role} = 'owner'`, anotherOwner(siteId, userId)),
+    })
     .returning()
     .get();
+  if (!row) throw badRequest(LAST_OWNER);
+  return row;
 }
 
 export async function removeSiteMember(db: Db, siteId: string, userId: number) {
   const membership = await db.select().from(siteMemberships)
     .where(and(eq(siteMemberships.siteId, siteId), eq(siteMemberships.userId, userId))).get();
   if (!membership) throw notFound("Membership not found");
-  if (membership.role === "owner") {
-    const owners = await db.select({ n: sql<number>`count(*)` }).from(siteMemberships)
-      .where(and(eq(siteMemberships.siteId, siteId), eq(siteMemberships.role, "owner"))).get();
-    if ((owners?.n ?? 0) <= 1) throw badRequest("A site must keep at least one owner");
+  const removed = await db.delete(siteMemberships)
+    .where(and(eq(siteMemberships.id, membership.id), or(ne(siteMemberships.role, "owner"), anotherOwner(siteId, userId))))
+    .returning({ id: siteMemberships.id }).all();
+  if (!removed.length) {
+    if (membership.role === "owner") throw badRequest(LAST_OWNER);
+    throw notFound("Membership not found");
   }
-  await db.delete(siteMemberships).where(eq(siteMemberships.id, membership.id));
   return membership;
 }

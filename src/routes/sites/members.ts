@@ -34,7 +34,7 @@ siteMemberRoutes.openapi(
     auth: "user",
     tags: TAGS,
     summary: "Grant a user a role on the site (owner)",
-    description: "Adds the user identified by `email` or `user_id`, or changes their role when already a member.",
+    description: "Adds the user identified by `email` or `user_id`, or changes their role when already a member. Demoting the site's last owner is refused (400).",
     request: { params: s.SiteParams, ...jsonBody(s.AddMemberBody) },
     responses: { 201: jsonResponse(s.Member, "Membership") },
     errors: [403, 404],
