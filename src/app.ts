@@ -13,6 +13,10 @@ import { tenantRoutes } from "./routes/tenants/routes";
 import { auditRoutes } from "./routes/audit/routes";
 import { healthRoutes, rootRoutes } from "./routes/health/routes";
 import { docsRoutes } from "./routes/docs/routes";
+import { intentClaimRoutes, siteIntentRoutes } from "./routes/intents/routes";
+import { deviceRoutes, siteDeviceRoutes } from "./routes/devices/routes";
+import { siteEnrolmentRoutes } from "./routes/devices/site-routes";
+import { agentRoutes, deviceMetricsRoutes } from "./routes/agent/routes";
 
 const REQUEST_BODY_LIMIT = 1024 * 1024;
 
@@ -41,7 +45,17 @@ export function createApp() {
   app.route("/api/v1/auth", authRoutes);
   app.route("/api/v1/sites", siteRoutes({ legacy: false }));
   app.route("/api/v1/sites", siteMemberRoutes);
+  app.route("/api/v1/sites", siteIntentRoutes);
+  app.route("/api/v1/enrolment-intents", intentClaimRoutes);
+  app.route("/api/v1/sites", siteEnrolmentRoutes);
   app.route("/sites", siteRoutes({ legacy: true }));
+  app.route("/api/v1/devices/sites", siteDeviceRoutes({ legacy: false }));
+  app.route("/sites", siteDeviceRoutes({ legacy: true }));
+  app.route("/api/v1/devices", deviceRoutes({ legacy: false }));
+  app.route("/devices", deviceRoutes({ legacy: true }));
+  app.route("/api/v1/agent", agentRoutes({ legacy: false }));
+  app.route("/agent", agentRoutes({ legacy: true }));
+  app.route("/api/v1/analytics", deviceMetricsRoutes());
   app.route("/api/v1/tenants", tenantRoutes);
   app.route("/api/v1/audit", auditRoutes({ legacy: false }));
   app.route("/audit", auditRoutes({ legacy: true }));
@@ -74,6 +88,10 @@ export function createApp() {
       { name: "Site members", description: "Who may do what on a site" },
       { name: "Tenants", description: "Groups of sites with tenant-wide roles" },
       { name: "Audit", description: "The audit trail" },
+      { name: "Enrolment intents", description: "Pre-provisioned enrolment: intents and their one-time claim tokens" },
+      { name: "Devices", description: "The device registry" },
+      { name: "Device calls", description: "Calls terminals make with X-Device-ID and X-API-Key" },
+      { name: "Enrolment", description: "Bootstrap keys and enrolment statistics" },
     ],
   });
 

@@ -1,7 +1,3 @@
-import { desc, eq } from "drizzle-orm";
-import type { Db } from "../env";
-import { devices } from "../db/schema";
-
 export interface SiteHealthDevice {
   device_id: string;
   name: string;
@@ -34,14 +30,4 @@ export function summariseSiteHealth(siteId: string, list: SiteHealthDevice[], no
     devices: list,
     last_updated: now.toISOString(),
   };
-}
-
-export async function siteDevicesForHealth(db: Db, siteId: string): Promise<SiteHealthDevice[]> {
-  const rows = await db
-    .select({ device_id: devices.deviceId, name: devices.name, type: devices.deviceType, status: devices.status, ip_address: devices.ipAddress, last_seen: devices.lastSeen })
-    .from(devices)
-    .where(eq(devices.siteId, siteId))
-    .orderBy(desc(devices.createdAt))
-    .all();
-  return rows;
 }

@@ -2,7 +2,7 @@ import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { authorizeSite } from "../../services/access";
 import { createSite, listSites } from "../../services/sites";
-import { siteDevicesForHealth, summariseSiteHealth } from "../../services/site-health";
+import { siteHub } from "../../services/live";
 import * as s from "./schema";
 
 const TAGS = ["Sites"];
@@ -84,7 +84,7 @@ export function siteRoutes({ legacy }: { legacy: boolean }) {
       deprecated,
       tags: TAGS,
       summary: "Site health",
-      description: "Device counts by live status and the device list with last_seen.",
+      description: "Device counts by live status and the device list with last_seen, served by the site's hub from live presence.",
       request: { params: s.SiteParams },
       responses: { 200: jsonResponse(s.SiteHealth, "Site health") },
       errors: [403, 404],
@@ -92,7 +92,7 @@ export function siteRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { site_id } = c.req.valid("param");
       await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
-      return c.json(summariseSiteHealth(site_id, await siteDevicesForHealth(c.var.db, site_id)), 200);
+      return c.json(await siteHub(c.env, site_id).siteHealth(site_id), 200);
     },
   );
 

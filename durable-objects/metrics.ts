@@ -1,0 +1,175 @@
+/**
+ * Metrics delta storage (DESIGN.md §3): per device, a sample is kept only when it says something new —
+ * the first after a device restart, a snapshot every few minutes, or a real change. The kept rows are
+ * the device's history, in this Durable Object's SQLite; D1 gets the latest sample in the site flush.
+ */
+export const METRICS_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS metrics_state (
+    device_id TEXT PRIMARY KEY,
+    stored_at_ms INTEGER NOT NULL,
+    cpu REAL, memory REAL, disk REAL, latency REAL, error_rate REAL,
+    boot_id TEXT,
+    uptime_s INTEGER,
+    restart_seen INTEGER NOT NULL DEFAULT 0,
+    latest TEXT,
+    latest_dirty INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE TABLE IF NOT EXISTS metrics_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    device_id TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    cpu REAL NOT NULL, memory REAL NOT NULL, disk REAL NOT NULL,
+    temperature REAL, latency REAL, transaction_count INTEGER, uptime_s INTEGER, error_rate REAL,
+    reason TEXT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS metrics_history_device_time ON metrics_history (device_id, recorded_at);
+`;
+
+export interface MetricsPolicy {
+  snapshotIntervalMs: number;
+  /** Relative change, e.g. 0.05 for 5 %. */
+  changeThreshold: number;
+  /** Absolute change used when the stored value is 0. */
+  zeroBaselineDelta: number;
+  errorRateDelta: number;
+  retentionDays: number;
+}
+
+export const DEFAULT_POLICY: MetricsPolicy = {
+  snapshotIntervalMs: 5 * 60_000,
+  changeThreshold: 0.05,
+  zeroBaselineDelta: 1.0,
+  errorRateDelta: 0.01,
+  retentionDays: 90,
+};
+
+export function policyFromEnv(env: Record<string, unknown>): MetricsPolicy {
+  const num = (key: string, fallback: number) => {
+    const value = Number(env[key]);
+    return env[key] !== undefined && Number.isFinite(value) && value > 0 ? value : fallback;
+  };
+  return {
+    snapshotIntervalMs: num("METRICS_SNAPSHOT_INTERVAL_S", DEFAULT_POLICY.snapshotIntervalMs / 1000) * 1000,
+    changeThreshold: num("METRICS_CHANGE_THRESHOLD_PERCENT", DEFAULT_POLICY.changeThreshold * 100) / 100,
+    zeroBaselineDelta: DEFAULT_POLICY.zeroBaselineDelta,
+    errorRateDelta: num("METRICS_ERROR_RATE_DELTA", DEFAULT_POLICY.errorRateDelta),
+    retentionDays: num("METRICS_RETENTION_DAYS", DEFAULT_POLICY.retentionDays),
+  };
+}
+
+export interface Sample {
+  cpu_usage: number;
+  memory_usage: number;
+  disk_usage: number;
+  temperature?: number;
+  network_latency_ms?: number;
+  transaction_count?: number;
+  uptime_seconds?: number;
+  error_rate?: number;
+  boot_id?: string;
+  timestamp?: string;
+}
+
+export type StoreReason = "first_sample" | "snapshot_interval" | "changed" | "unchanged";
+
+export type StoredState = {
+  stored_at_ms: number;
+  cpu: number | null;
+  memory: number | null;
+  disk: number | null;
+  latency: number | null;
+  error_rate: number | null;
+  boot_id: string | null;
+  uptime_s: number | null;
+  restart_seen: number;
+};
+
+function deviates(previous: number | null, next: number | undefined, policy: MetricsPolicy): boolean {
+  if (next === undefined || previous === null) return next !== undefined && previous === null;
+  if (previous === 0) return Math.abs(next) > policy.zeroBaselineDelta;
+  return Math.abs(next - previous) / Math.abs(previous) > policy.changeThreshold;
+}
+
+/** The storage decision, as a pure function of the stored state and the new sample. */
+export function decide(state: StoredState | undefined, sample: Sample, now: number, policy: MetricsPolicy): StoreReason {
+  if (!state) return "first_sample";
+  const restarted =
+    state.restart_seen === 1 ||
+    (sample.boot_id !== undefined && state.boot_id !== null && sample.boot_id !== state.boot_id) ||
+    (sample.uptime_seconds !== undefined && state.uptime_s !== null && sample.uptime_seconds < state.uptime_s);
+  if (restarted) return "first_sample";
+  if (now - state.stored_at_ms >= policy.snapshotIntervalMs) return "snapshot_interval";
+  const changed =
+    deviates(state.cpu, sample.cpu_usage, policy) ||
+    deviates(state.memory, sample.memory_usage, policy) ||
+    deviates(state.disk, sample.disk_usage, policy) ||
+    deviates(state.latency, sample.network_latency_ms, policy) ||
+    (sample.error_rate !== undefined &&
+      (state.error_rate === null || Math.abs(sample.error_rate - state.error_rate) > policy.errorRateDelta));
+  return changed ? "changed" : "unchanged";
+}
+
+export class MetricsStore {
+  constructor(private readonly sql: SqlStorage, private readonly policy: MetricsPolicy) {}
+
+  /** A device restart seen by a heartbeat makes the next sample a first sample. */
+  noteRestart(deviceId: string) {
+    this.sql.exec("UPDATE metrics_state SET restart_seen = 1 WHERE device_id = ?", deviceId);
+  }
+
+  ingest(deviceId: string, sample: Sample, now: number): { stored: boolean; reason: StoreReason } {
+    const state = this.sql.exec<StoredState>("SELECT * FROM metrics_state WHERE device_id = ?", deviceId).toArray()[0];
+    const reason = decide(state, sample, now, this.policy);
+    const recordedAt = new Date(now).toISOString();
+    const latest = JSON.stringify({ ...sample, recorded_at: recordedAt, device_timestamp: sample.timestamp ?? null });
+    if (reason === "unchanged") {
+      this.sql.exec(
+        "UPDATE metrics_state SET uptime_s = coalesce(?, uptime_s), boot_id = coalesce(?, boot_id), latest = ?, latest_dirty = 1 WHERE device_id = ?",
+        sample.uptime_seconds ?? null, sample.boot_id ?? null, latest, deviceId,
+      );
+      return { stored: false, reason };
+    }
+    this.sql.exec(
+      `INSERT INTO metrics_history (device_id, recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      deviceId, recordedAt, sample.cpu_usage, sample.memory_usage, sample.disk_usage, sample.temperature ?? null,
+      sample.network_latency_ms ?? null, sample.transaction_count ?? null, sample.uptime_seconds ?? null, sample.error_rate ?? null, reason,
+    );
+    this.sql.exec(
+      `INSERT INTO metrics_state (device_id, stored_at_ms, cpu, memory, disk, latency, error_rate, boot_id, uptime_s, restart_seen, latest, latest_dirty)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 1)
+       ON CONFLICT(device_id) DO UPDATE SET stored_at_ms = excluded.stored_at_ms, cpu = excluded.cpu, memory = excluded.memory,
+         disk = excluded.disk, latency = excluded.latency, error_rate = excluded.error_rate,
+         boot_id = coalesce(excluded.boot_id, boot_id), uptime_s = coalesce(excluded.uptime_s, uptime_s),
+         restart_seen = 0, latest = excluded.latest, latest_dirty = 1`,
+      deviceId, now, sample.cpu_usage, sample.memory_usage, sample.disk_usage, sample.network_latency_ms ?? null,
+      sample.error_rate ?? null, sample.boot_id ?? null, sample.uptime_seconds ?? null, latest,
+    );
+    return { stored: true, reason };
+  }
+
+  history(deviceId: string, sinceIso: string, limit = 5000) {
+    return this.sql.exec<{
+      recorded_at: string; cpu: number; memory: number; disk: number; temperature: number | null; latency: number | null;
+      transaction_count: number | null; uptime_s: number | null; error_rate: number | null; reason: string;
+    }>("SELECT recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason FROM metrics_history WHERE device_id = ? AND recorded_at >= ? ORDER BY recorded_at LIMIT ?",
+      deviceId, sinceIso, limit).toArray();
+  }
+
+  storedCount(deviceId: string): number {
+    return this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM metrics_history WHERE device_id = ?", deviceId).one().n;
+  }
+
+  dirtyLatest(): { device_id: string; latest: string }[] {
+    return this.sql.exec<{ device_id: string; latest: string }>("SELECT device_id, latest FROM metrics_state WHERE latest_dirty = 1 AND latest IS NOT NULL").toArray();
+  }
+
+  markLatestClean(deviceIds: string[]) {
+    for (const id of deviceIds) this.sql.exec("UPDATE metrics_state SET latest_dirty = 0 WHERE device_id = ?", id);
+  }
+
+  prune(now: number) {
+    const cutoff = new Date(now - this.policy.retentionDays * 86_400_000).toISOString();
+    this.sql.exec("DELETE FROM metrics_history WHERE recorded_at < ?", cutoff);
+  }
+}

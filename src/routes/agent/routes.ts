@@ -1,0 +1,102 @@
+import { bodyLimit } from "hono/body-limit";
+import type { z } from "@hono/zod-openapi";
+import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { ApiError } from "../../lib/errors";
+import { normaliseTimestamp } from "../../lib/time";
+import { deprecatedPath } from "../../middleware/deprecation";
+import { ensureOwnDevice, recordDeviceDna } from "../../services/devices";
+import { siteHub } from "../../services/live";
+import type { AuthDevice, Env } from "../../env";
+import * as s from "./schema";
+
+const TAGS = ["Device calls"];
+const DEVICE_BODY_LIMIT = 64 * 1024;
+
+const deviceBodyLimit = bodyLimit({
+  maxSize: DEVICE_BODY_LIMIT,
+  onError: () => { throw new ApiError(413, "Request body too large (limit 64 KB on device calls)"); },
+});
+
+const telemetryRoute = (path: string, deprecated: true | undefined, summary: string) =>
+  apiRoute({
+    method: "post", path, auth: "device", deprecated, tags: TAGS, summary,
+    description: "CPU, memory and disk (0–100 %) with optional temperature, latency, transaction count, uptime and error rate. Stored by delta rules: the first sample after a device restart, at least every 5 minutes, and whenever a value moves by more than 5 % (thresholds configurable); the response says what happened. Counts as a sign of life for presence.",
+    request: jsonBody(s.TelemetryBody),
+    responses: { 200: jsonResponse(s.TelemetryResponse, "Storage decision") },
+  });
+
+type TelemetryInput = z.infer<typeof s.TelemetryBody>;
+
+/** Device-side calls, authenticated by X-Device-ID + X-API-Key. */
+export function agentRoutes({ legacy }: { legacy: boolean }) {
+  const app = newRouter();
+  app.use("*", deviceBodyLimit);
+  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
+  const deprecated = legacy || undefined;
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/heartbeat", auth: "device", deprecated, tags: TAGS,
+      summary: "Heartbeat",
+      description: "Keeps the device online. Presence is decided by server time; the device is marked offline after 3 missed intervals (default interval 10 s, so 30 s; clamped 30 s–10 min). No database write per heartbeat: the site's hub keeps presence and writes transitions.",
+      request: jsonBody(s.HeartbeatBody),
+      responses: { 200: jsonResponse(s.HeartbeatResponse, "Accepted") },
+    }),
+    async (c) => {
+      const device = c.var.device!;
+      const body = c.req.valid("json");
+      ensureOwnDevice(device.deviceId, body.device_id);
+      const result = await siteHub(c.env, device.siteId).heartbeat(device.siteId, {
+        deviceId: device.deviceId,
+        reportedStatus: body.status === "error" || body.status === "unhealthy" ? "error" : undefined,
+        intervalS: body.heartbeat_interval_s,
+        bootId: body.boot_id,
+        uptimeS: body.uptime_seconds,
+        reportedAt: body.timestamp ? normaliseTimestamp(body.timestamp) : undefined,
+      });
+      return c.json({ status: "ok" as const, device_id: device.deviceId, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time }, 200);
+    },
+  );
+
+  app.openapi(telemetryRoute("/telemetry", deprecated, "Telemetry"), async (c) => c.json(await ingestTelemetry(c.env, c.var.device!, c.req.valid("json")), 200));
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/device-dna", auth: "device", deprecated, tags: TAGS,
+      summary: "Device DNA",
+      description: "Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported).",
+      request: jsonBody(s.DnaBody),
+      responses: { 200: jsonResponse(s.DnaResponse, "Recorded") },
+    }),
+    async (c) => {
+      const device = c.var.device!;
+      const { device_id, site_id: _ignored, ...dna } = c.req.valid("json");
+      ensureOwnDevice(device.deviceId, device_id);
+      const updatedAt = await recordDeviceDna(c.var.db, device.deviceId, dna);
+      return c.json({ status: "ok" as const, device_id: device.deviceId, updated_at: updatedAt }, 200);
+    },
+  );
+
+  return app;
+}
+
+/** `POST /api/v1/analytics/device-metrics`: the specification's analytics path for the same telemetry. */
+export function deviceMetricsRoutes() {
+  const app = newRouter();
+  app.use("*", deviceBodyLimit);
+  app.openapi(telemetryRoute("/device-metrics", undefined, "Device metrics (telemetry)"), async (c) => c.json(await ingestTelemetry(c.env, c.var.device!, c.req.valid("json")), 200));
+  return app;
+}
+
+async function ingestTelemetry(env: Env, device: AuthDevice, input: TelemetryInput) {
+  const samples = Array.isArray(input) ? input : [input];
+  for (const sample of samples) ensureOwnDevice(device.deviceId, sample.device_id);
+  const results = await siteHub(env, device.siteId).telemetry(
+    device.siteId,
+    device.deviceId,
+    samples.map(({ device_id: _d, site_id: _s, ...sample }) => ({ ...sample, timestamp: sample.timestamp ? normaliseTimestamp(sample.timestamp) : undefined })),
+  );
+  const serverTime = new Date().toISOString();
+  if (!Array.isArray(input)) return { ...results[0], device_id: device.deviceId, server_time: serverTime };
+  return { device_id: device.deviceId, results, stored_count: results.filter((r) => r.stored).length, server_time: serverTime };
+}

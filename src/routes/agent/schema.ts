@@ -1,0 +1,77 @@
+import { z } from "@hono/zod-openapi";
+
+const percent = (name: string) => z.number().min(0).max(100).openapi({ description: `${name}, 0–100 %` });
+
+const DeviceEcho = {
+  device_id: z.string().max(128).optional().openapi({ description: "Must equal X-Device-ID when present (403 otherwise)" }),
+  site_id: z.string().max(64).optional().openapi({ description: "Ignored: the device's site is known" }),
+};
+
+export const HeartbeatBody = z
+  .object({
+    ...DeviceEcho,
+    status: z.enum(["online", "healthy", "error", "unhealthy"]).optional().openapi({ description: "What the device says of itself; error/unhealthy marks it in error" }),
+    uptime_seconds: z.number().int().min(0).optional(),
+    boot_id: z.string().max(128).optional().openapi({ description: "Changes when the device reboots" }),
+    heartbeat_interval_s: z.number().int().min(1).max(3600).optional().openapi({ description: "The device's own interval; offline after 3 missed (clamped 30 s–10 min)" }),
+    timestamp: z.string().max(64).optional().openapi({ description: "Device clock; stored, never trusted for presence" }),
+  })
+  .openapi("Heartbeat");
+
+export const HeartbeatResponse = z
+  .object({
+    status: z.literal("ok"),
+    device_id: z.string(),
+    device_status: z.string(),
+    next_heartbeat_s: z.number().int(),
+    server_time: z.string(),
+  })
+  .openapi("HeartbeatResponse");
+
+export const TelemetrySample = z
+  .object({
+    ...DeviceEcho,
+    cpu_usage: percent("CPU usage"),
+    memory_usage: percent("Memory usage"),
+    disk_usage: percent("Disk usage"),
+    temperature: z.number().min(-50).max(150).optional().openapi({ description: "Celsius" }),
+    network_latency_ms: z.number().min(0).max(600_000).optional(),
+    transaction_count: z.number().int().min(0).optional(),
+    uptime_seconds: z.number().int().min(0).optional(),
+    error_rate: z.number().min(0).max(1).optional().openapi({ description: "Share of failed operations, 0–1" }),
+    boot_id: z.string().max(128).optional(),
+    timestamp: z.string().max(64).optional().openapi({ description: "Device clock; kept with the sample" }),
+  })
+  .openapi("TelemetrySample");
+
+export const TelemetryBody = z
+  .union([TelemetrySample, z.array(TelemetrySample).min(1).max(100)])
+  .openapi("Telemetry", { description: "One sample, or a batch of up to 100 (oldest first)" });
+
+const StoreDecision = z.object({
+  stored: z.boolean(),
+  reason: z.enum(["first_sample", "snapshot_interval", "changed", "unchanged"]),
+});
+
+export const TelemetryResponse = z
+  .union([
+    StoreDecision.extend({ device_id: z.string(), server_time: z.string() }),
+    z.object({ device_id: z.string(), results: z.array(StoreDecision), stored_count: z.number().int(), server_time: z.string() }),
+  ])
+  .openapi("TelemetryResult", { description: "What happened to the sample (per sample for a batch): stored as first after restart, as the periodic snapshot, because it changed by more than the threshold, or not stored because unchanged" });
+
+export const DnaBody = z
+  .object({
+    ...DeviceEcho,
+    mac_address: z.string().max(64).optional(),
+    local_ip: z.string().max(64).optional(),
+    hostname: z.string().max(255).optional(),
+    os_details: z.string().max(500).optional(),
+    os_type: z.string().max(64).optional(),
+    os_version: z.string().max(64).optional(),
+    firmware: z.string().max(128).optional(),
+  })
+  .catchall(z.union([z.string().max(500), z.number(), z.boolean(), z.null()]))
+  .openapi("DeviceDna");
+
+export const DnaResponse = z.object({ status: z.literal("ok"), device_id: z.string(), updated_at: z.string() }).openapi("DnaResponse");

@@ -1,0 +1,222 @@
+import { and, desc, eq, sql } from "drizzle-orm";
+import type { AuthUser, Db, Env } from "../env";
+import { auditLogs, devices, lifecycleEpochs, siteBootstrapKeys } from "../db/schema";
+import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/errors";
+import { randomToken } from "../lib/ids";
+import { auditValues, recordAudit } from "./audit";
+import { accessibleSiteIds, authorizeSite, findSite, type Role } from "./access";
+import { forgetVerifiedKey } from "./device-auth";
+import { siteHub } from "./live";
+import { hashSecret, verifySecret } from "./passwords";
+import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from "./device-registry";
+
+export type DeviceRow = typeof devices.$inferSelect;
+
+export const findDevice = (db: Db, deviceId: string) => db.select().from(devices).where(eq(devices.deviceId, deviceId)).get();
+
+/** Loads a device and checks the caller's role on its site: unknown device 404, no access 403. */
+export async function authorizeDevice(db: Db, user: AuthUser, deviceId: string, minimum: Role, request?: Request) {
+  const device = await findDevice(db, deviceId);
+  if (!device) throw notFound(`Device with ID '${deviceId}' not found`);
+  const { site } = await authorizeSite(db, user, device.siteId, minimum, request);
+  return { device, site };
+}
+
+export async function listSiteDevices(db: Db, siteId: string) {
+  return db.select().from(devices).where(eq(devices.siteId, siteId)).orderBy(desc(devices.createdAt), desc(devices.id)).all();
+}
+
+export async function listAccessibleDevices(db: Db, user: AuthUser, filter: { siteId?: string; status?: string; limit: number; offset: number }) {
+  const visible = await accessibleSiteIds(db, user);
+  if (visible && visible.length === 0) return { rows: [], total: 0 };
+  let siteFilter = visible;
+  if (filter.siteId) siteFilter = !visible || visible.includes(filter.siteId) ? [filter.siteId] : [];
+  if (siteFilter && siteFilter.length === 0) return { rows: [], total: 0 };
+  // Accessible sites are bound through json_each: one parameter however many sites a user has.
+  const where = and(
+    siteFilter ? sql`${devices.siteId} IN (SELECT value FROM json_each(${JSON.stringify(siteFilter)}))` : undefined,
+    filter.status ? eq(devices.status, filter.status) : undefined,
+  );
+  const [rows, count] = await Promise.all([
+    db.select().from(devices).where(where).orderBy(desc(devices.createdAt), desc(devices.id)).limit(filter.limit).offset(filter.offset).all(),
+    db.select({ n: sql<number>`count(*)` }).from(devices).where(where).get(),
+  ]);
+  return { rows, total: count?.n ?? 0 };
+}
+
+export async function createSiteDevice(db: Db, user: AuthUser, input: Omit<DeviceRegistrationInput, "enrollmentMethod" | "createdBy">, request?: Request) {
+  return registerDevice(db, { ...input, enrollmentMethod: "manual", createdBy: user.id }, request);
+}
+
+export interface DeviceUpdate {
+  name?: string;
+  device_type?: string;
+  ip_address?: string | null;
+  os_type?: string | null;
+  os_version?: string | null;
+  heartbeat_interval_s?: number;
+}
+
+export async function updateDevice(db: Db, user: AuthUser, device: DeviceRow, update: DeviceUpdate, request?: Request) {
+  const set = {
+    name: update.name,
+    deviceType: update.device_type,
+    ipAddress: update.ip_address,
+    osType: update.os_type,
+    osVersion: update.os_version,
+    heartbeatIntervalS: update.heartbeat_interval_s,
+    updatedAt: new Date().toISOString(),
+  };
+  const changed = Object.entries(update).filter(([, v]) => v !== undefined).map(([k]) => k);
+  const [[row]] = await db.batch([
+    db.update(devices).set(set).where(eq(devices.deviceId, device.deviceId)).returning(),
+    db.insert(auditLogs).values(auditValues({
+      eventType: "device_updated", description: `Device ${device.deviceId} updated: ${changed.join(", ")}`,
+      userId: user.id, siteId: device.siteId, deviceId: device.deviceId, metadata: { changed: update }, request,
+    })),
+  ]);
+  return row;
+}
+
+/** Issues a new api_key; the old one stops working on the next call (the hash it matched is gone). */
+export async function rotateDeviceKey(db: Db, user: AuthUser, device: DeviceRow, request?: Request) {
+  if (device.deviceSource !== "real") throw badRequest("Simulated devices have no API key");
+  const apiKey = randomToken(32);
+  const apiKeyHash = await hashSecret(apiKey);
+  const rotatedAt = new Date().toISOString();
+  await db.batch([
+    db.update(devices).set({ apiKeyHash, updatedAt: rotatedAt }).where(eq(devices.deviceId, device.deviceId)),
+    db.insert(auditLogs).values(auditValues({
+      eventType: "device_key_rotated", description: `API key of ${device.deviceId} rotated`, userId: user.id,
+      siteId: device.siteId, deviceId: device.deviceId, request,
+    })),
+  ]);
+  forgetVerifiedKey(device.deviceId);
+  return { apiKey, rotatedAt };
+}
+
+export async function setLifecycle(env: Env, db: Db, user: AuthUser, device: DeviceRow, state: "active" | "suspended", request?: Request) {
+  if (device.lifecycleState === "retired") throw conflict("Device is retired");
+  if (device.lifecycleState === state) return device;
+  const at = new Date().toISOString();
+  const [[row]] = await db.batch([
+    db.update(devices).set({ lifecycleState: state, updatedAt: at }).where(eq(devices.deviceId, device.deviceId)).returning(),
+    db.insert(auditLogs).values(auditValues({
+      eventType: state === "suspended" ? "device_suspended" : "device_resumed",
+      description: `Device ${device.deviceId} ${state === "suspended" ? "suspended" : "resumed"}`,
+      userId: user.id, siteId: device.siteId, deviceId: device.deviceId, request,
+    })),
+  ]);
+  forgetVerifiedKey(device.deviceId);
+  if (state === "suspended") await siteHub(env, device.siteId).forgetDevice(device.siteId, device.deviceId);
+  return row;
+}
+
+export interface DeviceDna {
+  mac_address?: string;
+  local_ip?: string;
+  hostname?: string;
+  os_details?: string;
+  os_type?: string;
+  os_version?: string;
+  firmware?: string;
+  [key: string]: unknown;
+}
+
+/** DNA arrives at boot, not on the hot path: written straight to the device row. */
+export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) {
+  const at = new Date().toISOString();
+  await db.update(devices).set({
+    macAddress: dna.mac_address,
+    localIp: dna.local_ip,
+    hostname: dna.hostname,
+    osDetails: dna.os_details,
+    osType: dna.os_type,
+    osVersion: dna.os_version,
+    firmware: dna.firmware,
+    dna,
+    dnaUpdatedAt: at,
+    updatedAt: at,
+  }).where(eq(devices.deviceId, deviceId));
+  return at;
+}
+
+// ---- bootstrap keys -------------------------------------------------------------------------
+
+export async function createBootstrapKey(db: Db, user: AuthUser, siteId: string, request?: Request) {
+  const bootstrapKey = `bk_${randomToken(32)}`;
+  const keyHash = await hashSecret(bootstrapKey);
+  const now = new Date().toISOString();
+  const [, [row]] = await db.batch([
+    db.update(siteBootstrapKeys).set({ revokedAt: now }).where(and(eq(siteBootstrapKeys.siteId, siteId), sql`${siteBootstrapKeys.revokedAt} IS NULL`)),
+    db.insert(siteBootstrapKeys).values({ siteId, keyHash, createdBy: user.id, createdAt: now }).returning(),
+    db.insert(auditLogs).values(auditValues({ eventType: "bootstrap_key_created", description: `Bootstrap key for ${siteId} created (previous key revoked)`, userId: user.id, siteId, request })),
+  ]);
+  return { bootstrapKey, createdAt: row.createdAt };
+}
+
+export async function revokeBootstrapKey(db: Db, user: AuthUser, siteId: string, request?: Request) {
+  const now = new Date().toISOString();
+  const revoked = await db.update(siteBootstrapKeys).set({ revokedAt: now })
+    .where(and(eq(siteBootstrapKeys.siteId, siteId), sql`${siteBootstrapKeys.revokedAt} IS NULL`)).returning().all();
+  if (!revoked.length) throw notFound("This site has no active bootstrap key");
+  await recordAudit(db, { eventType: "bootstrap_key_revoked", description: `Bootstrap key for ${siteId} revoked`, userId: user.id, siteId, request });
+  return now;
+}
+
+const BOOTSTRAP_FAILED = "Invalid site or bootstrap key";
+
+export interface BootstrapProvisionInput {
+  site_id: string;
+  bootstrap_key: string;
+  device_name: string;
+  device_type?: string;
+  os_details?: string;
+}
+
+/** A device enrols itself with the site's bootstrap key: the key is its only credential. */
+export async function bootstrapProvision(db: Db, input: BootstrapProvisionInput, request?: Request) {
+  const active = await db.select().from(siteBootstrapKeys)
+    .where(and(eq(siteBootstrapKeys.siteId, input.site_id), sql`${siteBootstrapKeys.revokedAt} IS NULL`))
+    .orderBy(desc(siteBootstrapKeys.createdAt)).get();
+  if (!active || !(await verifySecret(input.bootstrap_key, active.keyHash))) throw unauthorized(BOOTSTRAP_FAILED);
+  if (await deviceNameTaken(db, input.site_id, input.device_name)) {
+    throw conflict(`A device named '${input.device_name}' already exists in site ${input.site_id}`);
+  }
+  return registerDevice(db, {
+    siteId: input.site_id,
+    name: input.device_name,
+    deviceType: input.device_type,
+    osDetails: input.os_details,
+    enrollmentMethod: "self-enrolled",
+  }, request);
+}
+
+/** Operator-authenticated provisioning (setup wizard): the operator's token vouches for the device. */
+export async function provisionDevice(db: Db, user: AuthUser, input: { site_id: string; device_name: string; device_type?: string; os_details?: string }, request?: Request) {
+  if (!(await findSite(db, input.site_id))) throw notFound(`Site with ID '${input.site_id}' not found`);
+  if (await deviceNameTaken(db, input.site_id, input.device_name)) {
+    throw conflict(`A device named '${input.device_name}' already exists in site ${input.site_id}`);
+  }
+  return registerDevice(db, {
+    siteId: input.site_id, name: input.device_name, deviceType: input.device_type, osDetails: input.os_details,
+    enrollmentMethod: "provisioned", createdBy: user.id,
+  }, request);
+}
+
+export async function siteStats(db: Db, siteId: string) {
+  const rows = await db.select({ method: devices.enrollmentMethod, n: sql<number>`count(*)` }).from(devices)
+    .where(eq(devices.siteId, siteId)).groupBy(devices.enrollmentMethod).all();
+  const byMethod: Record<string, number> = { "pre-provisioned": 0, "self-enrolled": 0, provisioned: 0, manual: 0 };
+  for (const r of rows) byMethod[r.method] = r.n;
+  return { site_id: siteId, total_devices: rows.reduce((sum, r) => sum + r.n, 0), by_enrollment_method: byMethod };
+}
+
+export async function currentEpoch(db: Db, deviceId: string) {
+  return db.select().from(lifecycleEpochs).where(eq(lifecycleEpochs.deviceId, deviceId)).orderBy(desc(lifecycleEpochs.startedAt)).get();
+}
+
+export const ensureOwnDevice = (authenticated: string, claimed: string | undefined) => {
+  if (claimed !== undefined && claimed !== authenticated) throw forbidden("device_id does not match X-Device-ID");
+};
+
