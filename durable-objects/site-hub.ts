@@ -2,10 +2,20 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../src/env";
 import { summariseSiteHealth, type SiteHealthDevice } from "../src/services/site-health";
 import { LIVE_SCHEMA, LiveRing, type LiveEvent } from "./live";
-import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, recordTransitions, type Sighting, type Transition } from "./presence";
+import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
 import { METRICS_SCHEMA, MetricsStore, policyFromEnv, type Sample, type StoreReason } from "./metrics";
 
 const PRUNE_EVERY_MS = 6 * 3_600_000;
+
+/**
+ * A piece of the hub that needs time: `nextWake` says when it next has work (undefined: none), and
+ * `onAlarm` does whatever is due. The hub keeps one alarm at the earliest wake of all parts, so an
+ * idle site has no alarm at all.
+ */
+export interface TimedPart {
+  nextWake(now: number): number | undefined;
+  onAlarm(now: number): Promise<void>;
+}
 
 export interface HeartbeatResult {
   status: string;
@@ -96,7 +106,7 @@ export class SiteHub extends DurableObject<Env> {
     const { row, transition, restarted } = this.presence.sighted(sighting, now);
     if (restarted) this.metrics.noteRestart(sighting.deviceId);
     if (transition) await this.applyTransitions([transition]);
-    await this.ensureAlarm(now);
+    await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
     return { status: row.status, next_heartbeat_s: row.interval_s, server_time: new Date(now).toISOString() };
   }
 
@@ -104,13 +114,13 @@ export class SiteHub extends DurableObject<Env> {
     this.bind(siteId);
     const now = Date.now();
     const last = samples[samples.length - 1];
-    const { transition, restarted } = this.presence.sighted({ deviceId, uptimeS: last?.uptime_seconds, bootId: last?.boot_id }, now);
+    const { row, transition, restarted } = this.presence.sighted({ deviceId, uptimeS: last?.uptime_seconds, bootId: last?.boot_id }, now);
     if (restarted) this.metrics.noteRestart(deviceId);
     if (transition) await this.applyTransitions([transition]);
     const results = samples.map((sample) => this.metrics.ingest(deviceId, sample, now));
     const stored = samples.filter((_, i) => results[i].stored);
     if (stored.length) this.emit("device.metrics", { device_id: deviceId, samples: stored, reasons: results.filter((r) => r.stored).map((r) => r.reason) });
-    await this.ensureAlarm(now);
+    await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
     return results;
   }
 
@@ -160,39 +170,63 @@ export class SiteHub extends DurableObject<Env> {
     }
   }
 
-  private nextWake(now: number): number | undefined {
-    const expiry = this.presence.nextExpiry();
-    const lastFlush = Number(this.meta("flushed_at") ?? 0);
-    const pendingFlush = this.presence.unflushed().length || this.metrics.dirtyLatest().length ? Math.max(now, lastFlush + LAST_SEEN_FLUSH_MS) : undefined;
-    const candidates = [expiry, pendingFlush].filter((t): t is number => t !== undefined);
-    return candidates.length ? Math.min(...candidates) : undefined;
+  /** Parts that need the alarm, in the order their due work runs. */
+  protected timedParts(): TimedPart[] {
+    return [
+      {
+        nextWake: () => this.presence.nextExpiry(),
+        onAlarm: async (now) => {
+          const expired = this.presence.expire(now);
+          if (expired.length) await this.applyTransitions(expired);
+        },
+      },
+      {
+        nextWake: (now) => {
+          const dirty = this.presence.unflushed().length > 0 || this.metrics.dirtyLatest().length > 0;
+          return dirty ? Math.max(now, Number(this.meta("flushed_at") ?? 0) + LAST_SEEN_FLUSH_MS) : undefined;
+        },
+        onAlarm: async (now) => {
+          if (now - Number(this.meta("flushed_at") ?? 0) >= LAST_SEEN_FLUSH_MS) await this.flush(now);
+        },
+      },
+      {
+        // Pruning rides on alarms that other work already needs; it never wakes the hub by itself.
+        nextWake: () => undefined,
+        onAlarm: async (now) => {
+          if (now - Number(this.meta("pruned_at") ?? 0) < PRUNE_EVERY_MS) return;
+          this.metrics.prune(now);
+          this.setMeta("pruned_at", String(now));
+        },
+      },
+    ];
   }
 
-  private async ensureAlarm(now: number) {
+  private nextWake(now: number): number | undefined {
+    const wakes = this.timedParts().map((p) => p.nextWake(now)).filter((t): t is number => t !== undefined);
+    return wakes.length ? Math.min(...wakes) : undefined;
+  }
+
+  /**
+   * Makes sure an alarm is set when some part has work. A caller that knows its own deadline passes
+   * `neededBy`: when the alarm already fires by then nothing is scanned (the heartbeat hot path).
+   */
+  protected async ensureAlarm(now: number, neededBy?: number) {
     if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
-    if (this.alarmAt !== null && this.alarmAt !== undefined) return;
+    if (neededBy !== undefined && this.alarmAt !== null && this.alarmAt <= neededBy) return;
     const wake = this.nextWake(now);
-    if (wake !== undefined) {
-      this.alarmAt = wake;
-      await this.ctx.storage.setAlarm(wake);
-    }
+    if (wake === undefined) return;
+    if (this.alarmAt !== null && this.alarmAt <= wake) return;
+    this.alarmAt = wake;
+    await this.ctx.storage.setAlarm(wake);
   }
 
   async alarm() {
     this.alarmAt = null;
     const now = Date.now();
-    const expired = this.presence.expire(now);
-    if (expired.length) await this.applyTransitions(expired);
-    const lastFlush = Number(this.meta("flushed_at") ?? 0);
-    if (now - lastFlush >= LAST_SEEN_FLUSH_MS) await this.flush(now);
-    const lastPrune = Number(this.meta("pruned_at") ?? 0);
-    if (now - lastPrune >= PRUNE_EVERY_MS) {
-      this.metrics.prune(now);
-      this.setMeta("pruned_at", String(now));
-    }
-    const wake = this.nextWake(now);
+    for (const part of this.timedParts()) await part.onAlarm(now);
+    const wake = this.nextWake(Date.now());
     if (wake !== undefined) {
-      this.alarmAt = Math.max(wake, now + 1000);
+      this.alarmAt = Math.max(wake, now + 250);
       await this.ctx.storage.setAlarm(this.alarmAt);
     }
   }
