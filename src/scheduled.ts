@@ -2,6 +2,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { lt } from "drizzle-orm";
 import * as schema from "./db/schema";
 import type { Env } from "./env";
+import { runIntentMaintenance } from "./services/intents";
 
 const RETENTION_DAYS = 90;
 
@@ -14,4 +15,6 @@ export async function runScheduled(env: Env, now: Date) {
     db.delete(schema.userActivities).where(lt(schema.userActivities.createdAt, cutoff)),
     db.delete(schema.wsTickets).where(lt(schema.wsTickets.expiresAt, now.toISOString())),
   ]);
+  // Pending/approved enrolment intents past expires_at → expired (audited, published); idempotent.
+  await runIntentMaintenance(env, db, now);
 }
