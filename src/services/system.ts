@@ -1,7 +1,7 @@
-import { and, gte, inArray, isNull, ne, sql } from "drizzle-orm";
+import { and, gte, inArray, isNull, ne, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../env";
 import { apiRequestLogs, auditLogs, devices, jobs, serviceVersions } from "../db/schema";
-import { auditValues } from "./audit";
+import { auditValues, classify } from "./audit";
 import pkg from "../../package.json";
 
 export const SERVICE_VERSION: string = pkg.version;
@@ -14,36 +14,50 @@ let versionRecorded: Promise<void> | undefined;
 
 /**
  * A Worker has no start or stop hook, so the first request a newly deployed version serves records
- * `system_startup` for it and `system_shutdown` for the version it replaced. The insert-or-ignore and
- * the guarded update make each event happen once, however many isolates race on their first request.
+ * `system_startup` for it and `system_shutdown` for the version it replaced.
  */
 export function recordVersionOnce(db: Db): Promise<void> {
-  versionRecorded ??= recordVersion(db).catch((error) => {
+  versionRecorded ??= recordVersion(db).then(() => undefined, (error) => {
     versionRecorded = undefined;
     console.error("recording the service version failed", error);
   });
   return versionRecorded;
 }
 
-async function recordVersion(db: Db) {
-  const inserted = await db.insert(serviceVersions).values({ version: SERVICE_VERSION })
-    .onConflictDoNothing().returning({ version: serviceVersions.version }).all();
-  if (inserted.length === 0) return;
-  const superseded = await db.update(serviceVersions).set({ supersededAt: new Date().toISOString() })
-    .where(and(ne(serviceVersions.version, SERVICE_VERSION), isNull(serviceVersions.supersededAt)))
-    .returning({ version: serviceVersions.version }).all();
-  await db.batch([
-    db.insert(auditLogs).values(auditValues({
-      eventType: "system_startup",
-      description: `Fleet Edge ${SERVICE_VERSION} started serving`,
-      metadata: { version: SERVICE_VERSION, components: COMPONENTS },
-    })),
-    ...superseded.map((old) => db.insert(auditLogs).values(auditValues({
-      eventType: "system_shutdown",
-      description: `Fleet Edge ${old.version} superseded by ${SERVICE_VERSION}`,
-      metadata: { version: old.version, reason: "superseded", superseded_by: SERVICE_VERSION },
-    }))),
+/**
+ * Records `version` as serving: one batch (a single D1 transaction) writes the shutdown events of the
+ * versions it supersedes, its startup event, marks the old versions superseded and inserts its row,
+ * every statement guarded by "this version has no row yet". However many isolates race on their
+ * first request, exactly one batch does the work; a batch that fails leaves nothing behind, so a
+ * later request retries. Returns whether this call recorded the version.
+ */
+export async function recordVersion(db: Db, version: string = SERVICE_VERSION, components: string[] = COMPONENTS): Promise<boolean> {
+  const unrecorded = sql`not exists (select 1 from service_versions as sv where sv.version = ${version})`;
+  const startup = auditValues({ eventType: "system_startup", description: `Fleet Edge ${version} started serving`, metadata: { version, components } });
+  const shutdown = classify("system_shutdown");
+  // `insert … select` names every audit column in table order (drizzle checks the order).
+  const auditRow = (eventType: string, category: string, severity: string, description: SQL, eventMetadata: SQL) => ({
+    id: sql`null`.as("id"), eventType: sql`${eventType}`.as("event_type"), category: sql`${category}`.as("category"),
+    severity: sql`${severity}`.as("severity"), description: description.as("description"),
+    userId: sql`null`.as("user_id"), jobId: sql`null`.as("job_id"), deviceId: sql`null`.as("device_id"), siteId: sql`null`.as("site_id"),
+    eventMetadata: eventMetadata.as("event_metadata"), ipAddress: sql`null`.as("ip_address"), userAgent: sql`null`.as("user_agent"),
+    sessionId: sql`null`.as("session_id"), createdAt: sql`strftime('%Y-%m-%dT%H:%M:%fZ','now')`.as("created_at"),
+  });
+  const [, , , inserted] = await db.batch([
+    db.insert(auditLogs).select(db.select(auditRow("system_shutdown", shutdown.category, shutdown.severity,
+      sql`'Fleet Edge ' || ${serviceVersions.version} || ' superseded by ' || ${version}`,
+      sql`json_object('version', ${serviceVersions.version}, 'reason', 'superseded', 'superseded_by', ${version})`))
+      .from(serviceVersions)
+      .where(and(ne(serviceVersions.version, version), isNull(serviceVersions.supersededAt), unrecorded))),
+    db.insert(auditLogs).select(db.select(auditRow("system_startup", startup.category!, startup.severity!,
+      sql`${startup.description}`, sql`${JSON.stringify(startup.eventMetadata)}`))
+      .from(sql`(select 1)`)
+      .where(unrecorded)),
+    db.update(serviceVersions).set({ supersededAt: new Date().toISOString() })
+      .where(and(ne(serviceVersions.version, version), isNull(serviceVersions.supersededAt), unrecorded)),
+    db.insert(serviceVersions).values({ version }).onConflictDoNothing().returning({ version: serviceVersions.version }),
   ]);
+  return inserted.length > 0;
 }
 
 // Per-isolate busy time: the share of the last minute this isolate spent inside request handlers.
