@@ -17,6 +17,9 @@ export interface Env {
   COOKIE_SAMESITE?: string;
   COOKIE_SECURE?: string;
   REQUEST_LOG_ENABLED?: string;
+  DEVICE_KEY_CACHE_SECONDS?: string;
+  METRICS_SNAPSHOT_INTERVAL_S?: string;
+  METRICS_CHANGE_THRESHOLD_PERCENT?: string;
   OIDC_ISSUER?: string;
   OIDC_CLIENT_ID?: string;
   OIDC_CLIENT_SECRET?: string;

@@ -55,7 +55,10 @@ export const requireAdmin = createMiddleware<AppEnv>(async (c, next) => {
 });
 
 export const requireDevice = createMiddleware<AppEnv>(async (c, next) => {
-  const device = await authenticateDevice(c.env, c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"));
+  const started = performance.now();
+  const { device, usedBcrypt } = await authenticateDevice(c.env, c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"));
   c.set("device", device);
+  // Tells operators (and the benchmark) whether the key check hit the verified-key cache.
+  c.header("Server-Timing", `device-auth;dur=${(performance.now() - started).toFixed(1)};desc="${usedBcrypt ? "bcrypt" : "cached"}"`);
   await next();
 });

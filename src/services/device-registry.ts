@@ -5,6 +5,7 @@ import { conflict } from "../lib/errors";
 import { newDeviceId, newUuid, randomToken } from "../lib/ids";
 import { auditValues } from "./audit";
 import { hashSecret } from "./passwords";
+import { rememberIssuedKey } from "./device-auth";
 
 export type EnrollmentMethod = "manual" | "self-enrolled" | "pre-provisioned" | "provisioned";
 
@@ -107,6 +108,7 @@ export async function registerDevice(db: Db, input: DeviceRegistrationInput, req
     if (isUniqueViolation(error)) throw conflict(`Device with ID '${prepared.deviceId}' already exists`);
     throw error;
   }
+  if (prepared.apiKey) await rememberIssuedKey(prepared.deviceId, prepared.apiKey, prepared.device.apiKeyHash!);
   return prepared;
 }
 

@@ -5,7 +5,7 @@ import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/
 import { randomToken } from "../lib/ids";
 import { auditValues, recordAudit } from "./audit";
 import { accessibleSiteIds, authorizeSite, findSite, type Role } from "./access";
-import { forgetVerifiedKey } from "./device-auth";
+import { forgetVerifiedKey, rememberIssuedKey } from "./device-auth";
 import { siteHub } from "./live";
 import { hashSecret, verifySecret } from "./passwords";
 import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from "./device-registry";
@@ -91,7 +91,7 @@ export async function rotateDeviceKey(db: Db, user: AuthUser, device: DeviceRow,
       siteId: device.siteId, deviceId: device.deviceId, request,
     })),
   ]);
-  forgetVerifiedKey(device.deviceId);
+  await rememberIssuedKey(device.deviceId, apiKey, apiKeyHash);
   return { apiKey, rotatedAt };
 }
 

@@ -101,6 +101,18 @@ describe("device authentication", () => {
     expect((await heartbeat(d.device_id, rotated.json.api_key)).status).toBe(200);
   });
 
+  it("runs no bcrypt for steady calls with a known key", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    for (let i = 0; i < 5; i++) {
+      const res = await heartbeat(d.device_id, d.api_key);
+      expect(res.headers.get("Server-Timing")).toMatch(/^device-auth;dur=[\d.]+;desc="cached"$/);
+    }
+    const wrong = await heartbeat(d.device_id, `${d.api_key.slice(0, -1)}x`);
+    expect(wrong.status).toBe(401);
+    expect((await heartbeat(d.device_id, d.api_key)).headers.get("Server-Timing")).toContain('desc="cached"');
+  });
+
   it("answers 403 to a suspended device and lets it back in on resume", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);
