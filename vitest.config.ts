@@ -22,6 +22,8 @@ export default defineConfig({
         test: {
           name: "workers",
           include: ["test/workers/**/*.test.ts"],
+          // bcrypt (cost 10) is ~200 ms per hash in bcryptjs; a few tests do dozens.
+          testTimeout: 30_000,
           setupFiles: ["./test/workers/apply-migrations.ts"],
         },
       },
