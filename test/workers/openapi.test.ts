@@ -1,0 +1,145 @@
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { createApp } from "../../src/app";
+import pkg from "../../package.json";
+import { call } from "./helpers";
+
+type Operation = {
+  summary?: string;
+  tags?: string[];
+  security?: Record<string, string[]>[];
+  deprecated?: boolean;
+  parameters?: { name: string; in: string }[];
+  requestBody?: unknown;
+  responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+};
+type Doc = { openapi: string; info: { version: string }; paths: Record<string, Record<string, Operation>>; components: { securitySchemes: Record<string, unknown> } };
+
+const METHODS = ["get", "post", "put", "patch", "delete"];
+// Pages that serve the documentation itself rather than the API.
+const DOC_PAGES = new Set(["GET /docs", "GET /redoc", "GET /openapi.json"]);
+
+// DESIGN.md §3 Auth matrix: the only operations that may go without credentials.
+const UNAUTHENTICATED = [
+  "GET /", "GET /health", "GET /status", "GET /version",
+  "GET /api/v1/health/status", "GET /api/v1/health/system-pulse",
+  "POST /api/v1/auth/signup", "POST /api/v1/auth/login", "GET /api/v1/auth/login", "GET /api/v1/auth/callback",
+];
+const UNAUTHENTICATED_PATTERNS = [/^POST \/.*\/claim$/, /^POST \/(api\/v1\/)?devices\/bootstrap-provision$/];
+const mayBeAnonymous = (op: string) => UNAUTHENTICATED.includes(op) || UNAUTHENTICATED_PATTERNS.some((re) => re.test(op));
+
+const SERVICE_ROOT = new Set(["/", "/health", "/status", "/version"]);
+
+/** Hono's `/a/:id{[0-9]+}/b/` → OpenAPI's `/a/{id}/b`. */
+const normalise = (path: string) => {
+  const p = path.replace(/:(\w+)(\{[^}]*\})?/g, "{$1}");
+  return p.length > 1 ? p.replace(/\/+$/, "") : p;
+};
+
+let doc: Doc;
+const operations = () =>
+  Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.entries(item).filter(([m]) => METHODS.includes(m)).map(([method, op]) => ({ key: `${method.toUpperCase()} ${path}`, method, path, op })));
+
+beforeAll(async () => {
+  const res = await call("/openapi.json");
+  expect(res.status).toBe(200);
+  doc = res.json;
+});
+
+describe("OpenAPI document", () => {
+  it("is OpenAPI 3.1 with the service version and the security schemes", () => {
+    expect(doc.openapi).toMatch(/^3\.1\./);
+    expect(doc.info.version).toBe(pkg.version);
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(["bearerAuth", "cookieAuth", "deviceApiKey", "deviceId"]);
+  });
+
+  it("lists every implemented route, and nothing that is not implemented", () => {
+    const registered = new Set(
+      createApp().routes
+        .filter((r) => r.method !== "ALL")
+        .map((r) => `${r.method} ${normalise(r.path)}`)
+        .filter((key) => !DOC_PAGES.has(key)),
+    );
+    const documented = new Set(operations().map((o) => `${o.method.toUpperCase()} ${normalise(o.path)}`));
+    const undocumented = [...registered].filter((k) => !documented.has(k)).sort();
+    const phantom = [...documented].filter((k) => !registered.has(k)).sort();
+    expect(undocumented, "routes missing from /openapi.json").toEqual([]);
+    expect(phantom, "documented operations without a route").toEqual([]);
+    // sanity: the comparison really covers the API
+    for (const key of ["GET /api/v1/sites/sites", "GET /sites/{site_id}", "POST /api/v1/auth/login", "GET /audit/events", "POST /api/v1/health/stress-test"]) {
+      expect(registered.has(key), key).toBe(true);
+    }
+  });
+
+  it("declares security on every operation that needs credentials, and only the auth matrix's exceptions go without", () => {
+    for (const { key, op } of operations()) {
+      const secured = (op.security ?? []).length > 0;
+      if (!secured) {
+        expect(mayBeAnonymous(key), `${key} declares no security`).toBe(true);
+        continue;
+      }
+      const schemes = op.security!.flatMap((s) => Object.keys(s)).sort();
+      const user = schemes.join() === "bearerAuth,cookieAuth";
+      const device = schemes.join() === "deviceApiKey,deviceId" && op.security!.length === 1;
+      expect(user || device, `${key} security ${JSON.stringify(op.security)}`).toBe(true);
+      expect(op.responses["401"], `${key} lacks a 401 response`).toBeDefined();
+    }
+  });
+
+  it("answers 401 to anonymous calls on every operation that declares security", async () => {
+    const secured = operations().filter((o) => (o.op.security ?? []).length > 0);
+    expect(secured.length).toBeGreaterThan(20);
+    for (const { key, method, path } of secured) {
+      const concrete = path.replace(/\{[^}]+\}/g, "1");
+      const res = await call(concrete, { method: method.toUpperCase(), body: ["post", "put", "patch"].includes(method) ? {} : undefined });
+      expect(res.status, key).toBe(401);
+      expect(res.json, key).toEqual({ detail: expect.any(String) });
+    }
+  });
+
+  it("documents responses, parameters, errors and tags for every operation", () => {
+    for (const { key, path, op } of operations()) {
+      expect(op.summary, `${key} summary`).toBeTruthy();
+      expect(op.tags?.length, `${key} tags`).toBeGreaterThan(0);
+      const codes = Object.keys(op.responses);
+      // (PUT …/role is disabled by the specification: its one answer is 501)
+      expect(codes.some((c) => /^[23]\d\d$/.test(c) || c === "501"), `${key} has no success response`).toBe(true);
+      for (const code of codes.filter((c) => /^[45]\d\d$/.test(c))) {
+        expect(op.responses[code].content?.["application/json"], `${key} ${code} body`).toBeDefined();
+      }
+      for (const [, name] of path.matchAll(/\{([^}]+)\}/g)) {
+        expect(op.parameters?.some((p) => p.in === "path" && p.name === name), `${key} path parameter ${name}`).toBe(true);
+        expect(op.responses["422"], `${key} validates ${name}`).toBeDefined();
+      }
+      if (op.requestBody) {
+        for (const code of ["400", "413", "422"]) expect(op.responses[code], `${key} ${code}`).toBeDefined();
+      }
+    }
+  });
+
+  it("marks unversioned compatibility paths deprecated, and only those", () => {
+    for (const { key, path, op } of operations()) {
+      const legacy = !path.startsWith("/api/") && !SERVICE_ROOT.has(path);
+      expect(op.deprecated ?? false, key).toBe(legacy);
+    }
+  });
+});
+
+describe("documentation pages", () => {
+  it("serve Swagger UI and ReDoc from local assets", async () => {
+    for (const [path, assets] of [["/docs", ["/vendor/swagger-ui/swagger-ui-bundle.js", "/vendor/swagger-ui/swagger-ui.css"]], ["/redoc", ["/vendor/redoc/redoc.standalone.js"]]] as const) {
+      const res = await call(path);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get("Content-Type"), path).toMatch(/text\/html/);
+      expect(res.text, path).toContain("/openapi.json");
+      expect(res.text, path).not.toMatch(/(src|href)="https?:/);
+      for (const asset of assets) {
+        expect(res.text).toContain(asset);
+        const file = await env.ASSETS!.fetch(`http://fleet.test${asset}`);
+        expect(file.status, asset).toBe(200);
+        expect((await file.arrayBuffer()).byteLength, asset).toBeGreaterThan(1000);
+      }
+    }
+  });
+});
