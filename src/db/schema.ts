@@ -198,6 +198,20 @@ export const jobExecutions = sqliteTable("job_executions", {
   index("job_executions_command_idx").on(t.commandId),
 ]);
 
+// Where each device command lives. Commands are kept in their site's SiteHub (DESIGN.md §3
+// Commands), so a bare command id (GET /api/v1/commands/{id}, cancel) is resolved to its site and
+// device here. Written when a command is queued and closed when it finishes, both batched by the
+// hub, never on a device's poll; `closed_at IS NULL AND expires_at < now` lets the cron find hubs
+// whose commands outlived their TTL.
+export const commandIndex = sqliteTable("command_index", {
+  commandId: text("command_id").primaryKey(),
+  siteId: text("site_id").notNull(),
+  deviceId: text("device_id").notNull(),
+  expiresAt: text("expires_at").notNull(),
+  closedAt: text("closed_at"),
+  createdAt: createdAt(),
+}, (t) => [index("command_index_open_expiry_idx").on(t.closedAt, t.expiresAt)]);
+
 export const healthChecks = sqliteTable("health_checks", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   deviceId: text("device_id").notNull(),
