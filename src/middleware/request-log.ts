@@ -2,8 +2,13 @@ import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../env";
 import { requestLogFor } from "../services/request-log";
 
-// Health and metrics endpoints are polled by monitors; logging them would drown the signal (spec: Events 3).
-const UNLOGGED = [/^\/health$/, /^\/status$/, /^\/version$/, /^\/api\/v1\/health\//, /^\/api\/v1\/metrics\//, /^\/metrics/];
+// Health and metrics endpoints are not logged (spec: Events 3). A terminal's heartbeats, telemetry
+// and command polls are its health and metrics signals, arrive every 10–15 s from every device, and
+// are counted by the site's hub instead: logging them would put a D1 write behind every device call.
+const UNLOGGED = [
+  /^\/health$/, /^\/status$/, /^\/version$/, /^\/api\/v1\/health\//, /^\/api\/v1\/metrics\//, /^\/metrics/,
+  /^(\/api\/v1)?\/agent\/(heartbeat|telemetry)$/, /^\/api\/v1\/analytics\/device-metrics$/, /^(\/api\/v1)?\/devices\/pending$/,
+];
 
 export const isLoggedPath = (path: string) => !UNLOGGED.some((re) => re.test(path));
 

@@ -1,0 +1,92 @@
+// Shared benchmark plumbing: a bare-runtime baseline, an autocannon runner, and the results table.
+import autocannon from "autocannon";
+import { Log, LogLevel, Miniflare } from "miniflare";
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT } from "../scripts/lib/serve-bundle.mjs";
+
+export const DURATION_S = Number(process.env.BENCH_DURATION ?? 10);
+export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+export const RESULTS_PATH = join(ROOT, "bench", "results.json");
+
+/**
+ * The baseline: a Worker that only answers "ok", on the same workerd build through the same
+ * Miniflare API, so every ratio cancels out the machine and the runtime.
+ */
+export async function startBaseline() {
+  const mf = new Miniflare({
+    modules: true,
+    script: 'export default { fetch() { return new Response("ok"); } };',
+    compatibilityDate: "2026-04-20",
+    host: "127.0.0.1",
+    port: 0,
+    cf: false,
+    log: new Log(LogLevel.WARN),
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  return { url, stop: () => mf.dispose() };
+}
+
+/** Runs one autocannon scenario and returns its figures. `requests` may rotate over devices. */
+export async function load(name, options) {
+  const result = await autocannon({
+    connections: CONNECTIONS,
+    duration: DURATION_S,
+    ...options,
+  });
+  const non2xx = result.non2xx ?? 0;
+  return {
+    name,
+    requests_per_s: Math.round(result.requests.average),
+    p50_ms: result.latency.p50,
+    p99_ms: result.latency.p99,
+    total: result.requests.total,
+    errors: result.errors + result.timeouts,
+    non_2xx: non2xx,
+  };
+}
+
+export function printTable(rows, baselineRps) {
+  const header = ["scenario", "req/s", "p50 ms", "p99 ms", "ratio to baseline", "non-2xx", "notes"];
+  const lines = rows.map((r) => [
+    r.name,
+    String(r.requests_per_s ?? "-"),
+    String(r.p50_ms ?? "-"),
+    String(r.p99_ms ?? "-"),
+    r.requests_per_s && baselineRps ? (r.requests_per_s / baselineRps).toFixed(3) : "-",
+    String(r.non_2xx ?? "-"),
+    r.notes ?? "",
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
+  const fmt = (cells) => cells.map((c, i) => c.padEnd(widths[i])).join("  ");
+  console.log(fmt(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const l of lines) console.log(fmt(l));
+}
+
+/** Merges this run's scenarios into bench/results.json (other bench scripts add theirs). */
+export function writeResults(section, data) {
+  const existing = existsSync(RESULTS_PATH) ? JSON.parse(readFileSync(RESULTS_PATH, "utf8")) : {};
+  existing[section] = { measured_at: new Date().toISOString(), duration_s: DURATION_S, connections: CONNECTIONS, ...data };
+  writeFileSync(RESULTS_PATH, JSON.stringify(existing, null, 2) + "\n");
+}
+
+/** Calls `fn` for items with at most `concurrency` in flight. */
+export async function pool(items, concurrency, fn) {
+  const results = new Array(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i], i);
+    }
+  }));
+  return results;
+}
+
+export async function json(url, init = {}) {
+  const res = await fetch(url, { ...init, headers: { "Content-Type": "application/json", ...(init.headers ?? {}) } });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${init.method ?? "GET"} ${url} → ${res.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}

@@ -1,0 +1,101 @@
+// npm run bench — the device hot path against a bare-runtime baseline, on the built bundle served
+// by workerd through Miniflare (not `wrangler dev`). Prints one table and writes bench/results.json.
+//
+//   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_DEVICES=1000 npm run bench
+import { execSync } from "node:child_process";
+import { startService, ROOT } from "../scripts/lib/serve-bundle.mjs";
+import { CONNECTIONS, DURATION_S, json, load, pool, printTable, startBaseline, writeResults } from "./lib.mjs";
+
+const DEVICES = Number(process.env.BENCH_DEVICES ?? 1000);
+const SITES = 10;
+
+console.log("building the bundle…");
+execSync("npm run build --silent", { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+
+const baseline = await startBaseline();
+// The request log would otherwise grow by one row per measured request; it is measured separately.
+const service = await startService({ quiet: true });
+const api = service.url;
+
+try {
+  console.log(`registering ${DEVICES} devices across ${SITES} sites (bcrypt-hashes each key; takes a while)…`);
+  const email = `bench-${Date.now()}@example.com`;
+  const { data } = await json(`${api}/api/v1/auth/signup`, { method: "POST", body: JSON.stringify({ email, password: "bench-password" }) });
+  const auth = { Authorization: `Bearer ${data.access_token}` };
+  const sites = [];
+  for (let i = 0; i < SITES; i++) {
+    const site = await json(`${api}/api/v1/sites/sites`, { method: "POST", headers: auth, body: JSON.stringify({ site_id: `BENCH-${i}`, name: `Bench store ${i}` }) });
+    sites.push(site.site_id);
+  }
+  const started = Date.now();
+  const devices = await pool(Array.from({ length: DEVICES }, (_, i) => i), 8, async (i) => {
+    const siteId = sites[i % SITES];
+    const d = await json(`${api}/api/v1/devices/sites/${siteId}/devices`, {
+      method: "POST", headers: auth, body: JSON.stringify({ device_id: `BENCH-POS-${i}`, name: `Till ${i}`, device_type: "pos_terminal" }),
+    });
+    return { id: d.device_id, key: d.api_key, site: siteId };
+  });
+  console.log(`  done in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+
+  const rotating = (path, body) => {
+    let i = 0;
+    let bcrypt = 0;
+    return {
+      counter: () => bcrypt,
+      requests: [{
+        method: "POST",
+        path,
+        setupRequest: (req) => {
+          const d = devices[i++ % devices.length];
+          return { ...req, headers: { "content-type": "application/json", "x-device-id": d.id, "x-api-key": d.key }, body: JSON.stringify(body(i)) };
+        },
+        onResponse: (_status, _body, _context, headers) => {
+          if (String(headers["server-timing"] ?? "").includes('desc="bcrypt"')) bcrypt++;
+        },
+      }],
+    };
+  };
+
+  const rows = [];
+  console.log(`measuring: ${DURATION_S} s per scenario, ${CONNECTIONS} connections`);
+  const base = await load("baseline (bare Worker, no-op)", { url: baseline.url });
+  rows.push(base);
+
+  const hb = rotating("/api/v1/agent/heartbeat", () => ({ heartbeat_interval_s: 10 }));
+  const hbStart = Date.now();
+  const heartbeat = await load(`heartbeat (rotating over ${DEVICES} devices)`, { url: api, requests: hb.requests });
+  const minutes = (Date.now() - hbStart) / 60_000;
+  heartbeat.bcrypt_verifications = hb.counter();
+  heartbeat.bcrypt_per_device_per_minute = +(hb.counter() / DEVICES / minutes).toFixed(3);
+  heartbeat.notes = `bcrypt: ${hb.counter()} (${heartbeat.bcrypt_per_device_per_minute}/device/min)`;
+  rows.push(heartbeat);
+
+  const tm = rotating("/api/v1/agent/telemetry", (i) => ({ cpu_usage: 30 + (i % 7), memory_usage: 55, disk_usage: 61, network_latency_ms: 18, uptime_seconds: 1000 + i }));
+  const telemetry = await load(`telemetry (rotating over ${DEVICES} devices)`, { url: api, requests: tm.requests });
+  telemetry.bcrypt_verifications = tm.counter();
+  telemetry.notes = `bcrypt: ${tm.counter()}`;
+  rows.push(telemetry);
+
+  const perSite = Math.ceil(DEVICES / SITES);
+  const list = await load(`device list of a ${perSite}-device site`, { url: `${api}/api/v1/devices/sites/${sites[0]}/devices`, headers: auth });
+  rows.push(list);
+
+  for (const r of rows) r.ratio_to_baseline = +(r.requests_per_s / base.requests_per_s).toFixed(3);
+  console.log();
+  printTable(rows, base.requests_per_s);
+  const goals = {
+    heartbeat_ratio_goal: 0.5,
+    heartbeat_ratio: heartbeat.ratio_to_baseline,
+    heartbeat_ratio_met: heartbeat.ratio_to_baseline >= 0.5,
+    bcrypt_per_device_per_minute_goal: 1,
+    bcrypt_per_device_per_minute: heartbeat.bcrypt_per_device_per_minute,
+    bcrypt_goal_met: heartbeat.bcrypt_per_device_per_minute <= 1,
+  };
+  console.log();
+  console.log(`goals: heartbeat ≥ 50 % of baseline → ${(heartbeat.ratio_to_baseline * 100).toFixed(1)} % ${goals.heartbeat_ratio_met ? "met" : "NOT met"}; ` +
+    `bcrypt ≤ 1/device/min → ${heartbeat.bcrypt_per_device_per_minute} ${goals.bcrypt_goal_met ? "met" : "NOT met"}`);
+  writeResults("hot_path", { devices: DEVICES, sites: SITES, scenarios: rows, goals });
+} finally {
+  await service.stop();
+  await baseline.stop();
+}
