@@ -353,3 +353,24 @@ export const wsTickets = sqliteTable("ws_tickets", {
   userId: integer("user_id").notNull(),
   expiresAt: text("expires_at").notNull(),
 });
+
+// The agents projection (DESIGN.md §3 "Live state lives in the SiteHub"): each device's agent lifecycle
+// state, config version and last health check, written by the site's SiteHub on transitions only, so
+// `GET /agents` reads one table instead of calling every site's Durable Object. Device fields (type,
+// status, site) come from `devices`; a device without a row has never changed state (idle/derived).
+export const agents = sqliteTable("agents", {
+  deviceId: text("device_id").primaryKey(),
+  siteId: text("site_id").notNull(),
+  source: text("source", { enum: ["real", "simulated"] }).notNull(),
+  state: text("state", { enum: ["idle", "downloading", "updating", "restarting", "health_check", "ready"] }).notNull().default("idle"),
+  configVersion: text("config_version"),
+  targetVersion: text("target_version"),
+  healthStatus: text("health_status"),
+  lastHealthCheck: json("last_health_check"),
+  lastHealthAt: text("last_health_at"),
+  bootedAt: text("booted_at"),
+  stateChangedAt: text("state_changed_at").notNull(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  index("agents_site_state_idx").on(t.siteId, t.state),
+]);
