@@ -1,4 +1,4 @@
-// `npm run create-admin -- --email E --password P [--username U] [--full-name N] [--remote] [--reset-password]`
+// `npm run create-admin -- --email E --password P [--username U] [--full-name N] [--remote] [--env NAME] [--reset-password]`
 //
 // Administrators cannot be created through the public API (signup never grants admin). This creates the
 // user as an administrator, or promotes an existing user with that e-mail, in the local D1 database
@@ -31,6 +31,7 @@ Options:
   --full-name NAME     full name for a new user
   --reset-password     also set the password of an existing user
   --remote             use the deployed D1 database instead of the local one
+  --env NAME           a wrangler environment of wrangler.toml (e.g. production)
   --help               this text`;
 
 function fail(message, code = 2) {
@@ -40,7 +41,7 @@ function fail(message, code = 2) {
 
 // ---- arguments -------------------------------------------------------------------------------
 const FLAGS = new Set(["remote", "reset-password", "help"]);
-const VALUES = new Set(["email", "password", "username", "full-name"]);
+const VALUES = new Set(["email", "password", "username", "full-name", "env"]);
 const args = {};
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -88,6 +89,7 @@ const input = parsed.data;
 const email = input.email.toLowerCase();
 const username = input.username ?? email.split("@")[0];
 const where = args.remote ? "--remote" : "--local";
+const envArgs = args.env ? ["--env", args.env] : [];
 const whereLabel = args.remote ? "the remote (deployed) D1 database" : "the local D1 database (.wrangler/state)";
 
 // ---- wrangler ---------------------------------------------------------------------------------
@@ -110,7 +112,7 @@ function wranglerRun(args, { capture = false } = {}) {
 
 /** Runs SQL through `wrangler d1 execute --json` and returns the rows of the last statement. */
 function query(sql) {
-  const out = wranglerRun(["d1", "execute", "DB", where, "--yes", "--json", "--command", sql], { capture: true });
+  const out = wranglerRun(["d1", "execute", "DB", where, ...envArgs, "--yes", "--json", "--command", sql], { capture: true });
   let results;
   try {
     results = JSON.parse(out);
@@ -133,7 +135,7 @@ function sqlString(value) {
 
 // ---- do it ------------------------------------------------------------------------------------
 console.log(`Applying D1 migrations to ${whereLabel}...`);
-wranglerRun(["d1", "migrations", "apply", "DB", where]);
+wranglerRun(["d1", "migrations", "apply", "DB", where, ...envArgs]);
 
 const existing = query(`SELECT id, email, username, is_admin, is_active FROM users WHERE email = ${sqlString(email)}`)[0];
 if (!existing) {
