@@ -5,7 +5,8 @@ import { auditLogs, devices, enrolmentClaimFailures, enrolmentIntents, lifecycle
 import { badRequest, conflict, notFound, tooManyRequests, unprocessable } from "../lib/errors";
 import { newUuid, randomToken, sha256Hex } from "../lib/ids";
 import { auditValues, type AuditInput } from "./audit";
-import { prepareRegistration } from "./device-registry";
+import { deviceNameTaken, prepareRegistration } from "./device-registry";
+import { rememberIssuedKey } from "./device-auth";
 import { publishSiteEvent } from "./live";
 import { decoyVerify, hashSecret, verifySecret } from "./passwords";
 
@@ -467,9 +468,18 @@ export async function claimIntent(env: Env, db: Db, intentId: string, input: Cla
   const refusal = claimRefusal(state, input, now);
   if (refusal) return fail(state, refusal);
 
+  // Device names are unique per site (as for every other enrolment path): a name the device asked
+  // for must be free; a name derived from its identity falls back to the generated device id.
+  let name = input.deviceName;
+  if (name && (await deviceNameTaken(db, row.siteId, name))) return fail(state, `A device named '${name}' already exists in this site`);
+  if (!name) {
+    const derived = input.deviceIdentity ?? row.expectedDeviceIdentity ?? undefined;
+    if (derived && !(await deviceNameTaken(db, row.siteId, derived))) name = derived;
+  }
+
   const prepared = await prepareRegistration({
     siteId: row.siteId,
-    name: input.deviceName ?? input.deviceIdentity ?? row.expectedDeviceIdentity ?? undefined,
+    name,
     deviceType: input.deviceType,
     enrollmentMethod: "pre-provisioned",
     intentId: row.intentId,
@@ -516,6 +526,8 @@ export async function claimIntent(env: Env, db: Db, intentId: string, input: Cla
     if (!current || current.claimTokenHash !== row.claimTokenHash) return fail(current ?? row, INVALID_CLAIM);
     return fail(current, claimRefusal(await currentState(env, db, current, now), input, now) ?? "Enrolment intent changed during the claim; try again");
   }
+  // Like every other key issue: this isolate trusts the new key without a first bcrypt check.
+  await rememberIssuedKey(prepared.deviceId, prepared.apiKey!, prepared.device.apiKeyHash!);
   await publishIntent(env, intent, "approved");
   return { apiKey: prepared.apiKey!, deviceId: prepared.deviceId, epochId: prepared.epochId, siteId: intent.siteId, intent };
 }

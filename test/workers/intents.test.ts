@@ -249,7 +249,7 @@ describe("enrolment intents: management", () => {
       expect(res.json.detail).toBe("Invalid enrolment intent or claim token");
     }
     const ok = await claim(intent.intent_id, { claim_token: current });
-    expect(ok.status, ok.text).toBe(200);
+    expect(ok.status, ok.text).toBe(201);
 
     // Consumed (and rejected) intents get no new token.
     expect((await api(`${intentPath(site, intent.intent_id)}/regenerate-token`, { method: "POST", token: operator.token })).status).toBe(400);
@@ -307,7 +307,7 @@ describe("enrolment intents: claim", () => {
     const intent = await approvedIntent({ expected_device_identity: "SN-HAPPY-1" }, claimSite);
 
     const res = await claim(intent.intent_id, { claim_token: intent.claim_token, device_identity: "SN-HAPPY-1", device_name: "Till 1", device_type: "kiosk" });
-    expect(res.status, res.text).toBe(200);
+    expect(res.status, res.text).toBe(201);
     expect(Object.keys(res.json).sort()).toEqual(["api_key", "device_id", "epoch_id", "site_id"]);
     const { api_key, device_id, epoch_id, site_id } = res.json;
     expect(site_id).toBe(claimSite);
@@ -315,12 +315,13 @@ describe("enrolment intents: claim", () => {
     expect(epoch_id).toMatch(/^[0-9a-f-]{36}$/);
 
     // The device authenticates with the returned key, and only with it.
-    await expect(authenticateDevice(env, db(), device_id, api_key)).resolves.toEqual({ deviceId: device_id, siteId: claimSite });
+    expect((await authenticateDevice(env, db(), device_id, api_key)).device).toEqual({ deviceId: device_id, siteId: claimSite });
     await expect(authenticateDevice(env, db(), device_id, intent.claim_token)).rejects.toMatchObject({ status: 401 });
 
     const device = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, device_id)).get();
     expect(device).toMatchObject({ siteId: claimSite, name: "Till 1", deviceType: "kiosk", enrollmentMethod: "pre-provisioned", lifecycleState: "active" });
     expect(device!.apiKeyHash).not.toContain(api_key);
+    expect(await bcrypt.compare(api_key, device!.apiKeyHash!)).toBe(true);
 
     const epochs = await db().select().from(schema.lifecycleEpochs).where(eq(schema.lifecycleEpochs.intentId, intent.intent_id)).all();
     expect(epochs).toHaveLength(1);
@@ -330,7 +331,21 @@ describe("enrolment intents: claim", () => {
     expect(row).toMatchObject({ status: "consumed", deviceId: device_id, epochId: epoch_id });
     expect(row!.claimedAt).toBeTruthy();
 
-    // It is in the site's device list at once.
+    // ...and over HTTP: a heartbeat with the returned credentials is accepted, a wrong key is not.
+    const beat = await api("/api/v1/agent/heartbeat", { method: "POST", body: {}, headers: { "X-Device-ID": device_id, "X-API-Key": api_key } });
+    expect(beat.status, beat.text).toBe(200);
+    expect(beat.json.device_id).toBe(device_id);
+    const badBeat = await api("/api/v1/agent/heartbeat", { method: "POST", body: {}, headers: { "X-Device-ID": device_id, "X-API-Key": intent.claim_token } });
+    expect(badBeat.status).toBe(401);
+
+    // It is in the site's device list and stats at once.
+    const list = await api(`/api/v1/devices/sites/${claimSite}/devices`, { token: owner.token });
+    expect(list.status, list.text).toBe(200);
+    expect(list.json).toEqual([expect.objectContaining({ device_id, name: "Till 1", enrollment_method: "pre-provisioned" })]);
+    const stats = await api(`/api/v1/sites/${claimSite}/stats`, { token: owner.token });
+    expect(stats.status, stats.text).toBe(200);
+    expect(stats.json.total_devices).toBe(1);
+    expect(stats.json.by_enrollment_method["pre-provisioned"]).toBe(1);
     const health = await api(`/api/v1/sites/${claimSite}/health`, { token: owner.token });
     expect(health.status).toBe(200);
     expect(health.json.devices.map((d: any) => d.device_id)).toContain(device_id);
@@ -399,7 +414,7 @@ describe("enrolment intents: claim", () => {
     expect(approveLate.json.detail).toMatch(/expired/);
 
     const consumed = await approvedIntent();
-    expect((await claim(consumed.intent_id, { claim_token: consumed.claim_token })).status).toBe(200);
+    expect((await claim(consumed.intent_id, { claim_token: consumed.claim_token })).status).toBe(201);
     const res6 = await claim(consumed.intent_id, { claim_token: consumed.claim_token });
     expect([res6.status, res6.json.detail]).toEqual([400, "Enrolment intent has already been claimed"]);
 
@@ -430,9 +445,20 @@ describe("enrolment intents: claim", () => {
     expect((await intentRow(intent.intent_id))!.status).toBe("approved");
 
     const ok = await claim(intent.intent_id, { claim_token: intent.claim_token, device_identity: "SN-EXPECTED" });
-    expect(ok.status, ok.text).toBe(200);
+    expect(ok.status, ok.text).toBe(201);
     const device = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, ok.json.device_id)).get();
     expect(device!.name).toBe("SN-EXPECTED");
+
+    // Device names are unique in a site: a taken device_name is refused (to the token holder), a taken
+    // identity-derived name falls back to the generated device id.
+    const second = await approvedIntent({ expected_device_identity: "SN-EXPECTED" });
+    const taken = await claim(second.intent_id, { claim_token: second.claim_token, device_identity: "SN-EXPECTED", device_name: "SN-EXPECTED" });
+    expect([taken.status, taken.json.detail]).toEqual([400, "A device named 'SN-EXPECTED' already exists in this site"]);
+    expect((await intentRow(second.intent_id))!.status).toBe("approved");
+    const fallback = await claim(second.intent_id, { claim_token: second.claim_token, device_identity: "SN-EXPECTED" });
+    expect(fallback.status, fallback.text).toBe(201);
+    const fallbackDevice = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, fallback.json.device_id)).get();
+    expect(fallbackDevice!.name).toBe(fallback.json.device_id);
 
     // Malformed bodies are validation errors, not claims.
     expect((await api(claimPath(intent.intent_id), { method: "POST", body: {} })).status).toBe(422);
@@ -469,11 +495,11 @@ describe("enrolment intents: claim", () => {
 
     // Other intents are unaffected, and the limit lifts when the window is over.
     const other = await approvedIntent();
-    expect((await claim(other.intent_id, { claim_token: other.claim_token })).status).toBe(200);
+    expect((await claim(other.intent_id, { claim_token: other.claim_token })).status).toBe(201);
     await db().update(schema.enrolmentClaimFailures).set({ windowStartedAt: new Date(Date.now() - 11 * 60_000).toISOString() })
       .where(eq(schema.enrolmentClaimFailures.intentId, intent.intent_id));
     const after = await claim(intent.intent_id, { claim_token: intent.claim_token });
-    expect(after.status, after.text).toBe(200);
+    expect(after.status, after.text).toBe(201);
   });
 
   it("50 concurrent claims of one token: exactly one success, one device, one epoch", { timeout: 180_000 }, async () => {
@@ -483,9 +509,9 @@ describe("enrolment intents: claim", () => {
 
     const results = await Promise.all(Array.from({ length: 50 }, (_, i) =>
       claim(intent.intent_id, { claim_token: intent.claim_token, device_name: `racer-${i}` })));
-    const winners = results.filter((r) => r.status === 200);
+    const winners = results.filter((r) => r.status === 201);
     expect(winners).toHaveLength(1);
-    const losers = results.filter((r) => r.status !== 200);
+    const losers = results.filter((r) => r.status !== 201);
     expect(losers).toHaveLength(49);
     for (const r of losers) expect([400, 429]).toContain(r.status);
     expect(losers.filter((r) => r.status === 400).every((r) => r.json.detail === "Enrolment intent has already been claimed")).toBe(true);
@@ -499,7 +525,7 @@ describe("enrolment intents: claim", () => {
     const registered = await db().select().from(schema.auditLogs)
       .where(and(eq(schema.auditLogs.siteId, raceSite), eq(schema.auditLogs.eventType, "device_registered"))).all();
     expect(registered).toHaveLength(1);
-    await expect(authenticateDevice(env, db(), device_id, winners[0].json.api_key)).resolves.toMatchObject({ deviceId: device_id });
+    expect((await authenticateDevice(env, db(), device_id, winners[0].json.api_key)).device).toMatchObject({ deviceId: device_id });
   });
 });
 

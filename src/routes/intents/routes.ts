@@ -180,14 +180,16 @@ intentClaimRoutes.openapi(
     description:
       "Atomically consumes an `approved`, unexpired intent presented with its current claim token (and, when the intent " +
       "has one, the matching `device_identity`), creates the device (`enrollment_method` `pre-provisioned`) with its " +
-      "lifecycle epoch, and answers 200 with the device's one-time `api_key`. All or nothing: of any number of " +
+      "lifecycle epoch, and answers 201 with the device's one-time `api_key` (the same shape and status as bootstrap " +
+      "self-enrolment). All or nothing: of any number of " +
       "concurrent claims exactly one succeeds. Every failure is 400: an unknown intent and a wrong token get the same " +
       `body ("Invalid enrolment intent or claim token"); only a caller with the right token learns why the intent cannot ` +
-      `be claimed (not approved, rejected, revoked, expired, already claimed, identity mismatch). After ${CLAIM_FAILURE_LIMIT} ` +
+      `be claimed (not approved, rejected, revoked, expired, already claimed, identity mismatch, device_name already used ` +
+      `in the site). After ${CLAIM_FAILURE_LIMIT} ` +
       `failed claims of one intent id within ${CLAIM_FAILURE_WINDOW_MS / 60_000} minutes, further claims answer 429 with ` +
       "Retry-After until the window ends (counted per intent id, whether or not it exists).",
     request: { params: s.ClaimParams, ...jsonBody(s.ClaimBody) },
-    responses: { 200: jsonResponse(s.ClaimResponse, "Claimed: the new device's credentials") },
+    responses: { 201: jsonResponse(s.ClaimResponse, "Claimed: the new device and its credentials") },
     errors: [429],
   }),
   async (c) => {
@@ -199,6 +201,6 @@ intentClaimRoutes.openapi(
       deviceType: body.device_type,
       deviceIdentity: body.device_identity,
     }, c.req.raw);
-    return c.json({ api_key: result.apiKey, device_id: result.deviceId, epoch_id: result.epochId, site_id: result.siteId }, 200);
+    return c.json({ api_key: result.apiKey, device_id: result.deviceId, epoch_id: result.epochId, site_id: result.siteId }, 201);
   },
 );

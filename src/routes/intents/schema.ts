@@ -67,7 +67,7 @@ export const UpdateIntentBody = z
 export const ClaimBody = z
   .object({
     claim_token: z.string().min(1).max(512),
-    device_name: z.string().trim().min(1).max(200).optional().openapi({ description: "Name of the new device; defaults to the device identity, else the generated device id" }),
+    device_name: z.string().trim().min(1).max(200).optional().openapi({ description: "Name of the new device, unique in the site (400 when taken); defaults to the device identity when that name is free, else the generated device id" }),
     device_type: z.string().trim().min(1).max(64).optional().openapi({ description: "Defaults to pos_terminal" }),
     device_identity: z.string().trim().min(1).max(256).optional().openapi({ description: "Required, and must match, when the intent has an expected device identity" }),
   })
