@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../src/env";
 import { summariseSiteHealth, type SiteHealthDevice } from "../src/services/site-health";
 import { LIVE_SCHEMA, LiveRing, type LiveEvent } from "./live";
+import { DeviceRateLimiter, type RateLimited } from "./rate-limit";
 import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
 import { METRICS_SCHEMA, MetricsStore, policyFromEnv, type Sample, type StoreReason } from "./metrics";
 
@@ -33,6 +34,7 @@ export class SiteHub extends DurableObject<Env> {
   protected readonly live: LiveRing;
   protected readonly presence: Presence;
   protected readonly metrics: MetricsStore;
+  protected readonly limiter = new DeviceRateLimiter();
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
   private alarmAt: number | null | undefined;
@@ -100,9 +102,11 @@ export class SiteHub extends DurableObject<Env> {
 
   // ---- device calls (the hot path: no D1 write unless something changed) -------------------
 
-  async heartbeat(siteId: string, sighting: Sighting): Promise<HeartbeatResult> {
+  async heartbeat(siteId: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited> {
     this.bind(siteId);
     const now = Date.now();
+    const wait = this.limiter.take(sighting.deviceId, now);
+    if (wait) return { rateLimited: true, retryAfterS: wait };
     const { row, transition, restarted } = this.presence.sighted(sighting, now);
     if (restarted) this.metrics.noteRestart(sighting.deviceId);
     if (transition) await this.applyTransitions([transition]);
@@ -110,9 +114,11 @@ export class SiteHub extends DurableObject<Env> {
     return { status: row.status, next_heartbeat_s: row.interval_s, server_time: new Date(now).toISOString() };
   }
 
-  async telemetry(siteId: string, deviceId: string, samples: Sample[]): Promise<{ stored: boolean; reason: StoreReason }[]> {
+  async telemetry(siteId: string, deviceId: string, samples: Sample[]): Promise<{ stored: boolean; reason: StoreReason }[] | RateLimited> {
     this.bind(siteId);
     const now = Date.now();
+    const wait = this.limiter.take(deviceId, now);
+    if (wait) return { rateLimited: true, retryAfterS: wait };
     const last = samples[samples.length - 1];
     const { row, transition, restarted } = this.presence.sighted({ deviceId, uptimeS: last?.uptime_seconds, bootId: last?.boot_id }, now);
     if (restarted) this.metrics.noteRestart(deviceId);

@@ -154,6 +154,24 @@ describe("device authentication", () => {
     expect(detail.json.epoch_id).toBe(d.epoch_id);
   });
 
+  it("rate-limits a looping device by its id with 429 and Retry-After", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const looping = await registerDevice(owner.token, siteId);
+    const calm = await registerDevice(owner.token, siteId);
+    const statuses: number[] = [];
+    let limited: Awaited<ReturnType<typeof heartbeat>> | undefined;
+    for (let i = 0; i < 80 && !limited; i++) {
+      const res = await heartbeat(looping.device_id, looping.api_key);
+      statuses.push(res.status);
+      if (res.status === 429) limited = res;
+    }
+    expect(limited).toBeDefined();
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(60);
+    expect(Number(limited!.headers.get("Retry-After"))).toBeGreaterThanOrEqual(1);
+    expect(limited!.json.detail).toBe("Too many calls from this device");
+    expect((await heartbeat(calm.device_id, calm.api_key)).status).toBe(200);
+  });
+
   it("limits device bodies to 64 KB", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);
@@ -273,9 +291,13 @@ describe("telemetry", () => {
   it("stores at most 2 of 100 steady samples and a 6 % jump at once", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);
-    for (let i = 0; i < 100; i++) {
-      const jitter = (i % 5) * 0.1; // < 1 % of 40
-      await telemetry(d.device_id, d.api_key, { ...sample, cpu_usage: 40 + jitter, uptime_seconds: 100 + i * 15 });
+    // 100 samples in batches of 10, as a terminal uploads what it buffered.
+    for (let batch = 0; batch < 10; batch++) {
+      const samples = Array.from({ length: 10 }, (_, j) => {
+        const i = batch * 10 + j;
+        return { ...sample, cpu_usage: 40 + (i % 5) * 0.1, uptime_seconds: 100 + i * 15 }; // jitter < 1 % of 40
+      });
+      expect((await telemetry(d.device_id, d.api_key, samples)).status).toBe(200);
     }
     expect(await hub(siteId).storedSampleCount(siteId, d.device_id)).toBeLessThanOrEqual(2);
     const jump = await telemetry(d.device_id, d.api_key, { ...sample, cpu_usage: 40 * 1.06, uptime_seconds: 2000 });

@@ -1,7 +1,7 @@
 import { bodyLimit } from "hono/body-limit";
 import type { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { ApiError } from "../../lib/errors";
+import { ApiError, tooManyRequests } from "../../lib/errors";
 import { normaliseTimestamp } from "../../lib/time";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { ensureOwnDevice, recordDeviceDna } from "../../services/devices";
@@ -23,6 +23,7 @@ const telemetryRoute = (path: string, deprecated: true | undefined, summary: str
     description: "CPU, memory and disk (0–100 %) with optional temperature, latency, transaction count, uptime and error rate. Stored by delta rules: the first sample after a device restart, at least every 5 minutes, and whenever a value moves by more than 5 % (thresholds configurable); the response says what happened. Counts as a sign of life for presence.",
     request: jsonBody(s.TelemetryBody),
     responses: { 200: jsonResponse(s.TelemetryResponse, "Storage decision") },
+    errors: [429],
   });
 
 type TelemetryInput = z.infer<typeof s.TelemetryBody>;
@@ -41,6 +42,7 @@ export function agentRoutes({ legacy }: { legacy: boolean }) {
       description: "Keeps the device online. Presence is decided by server time; the device is marked offline after 3 missed intervals (default interval 10 s, so 30 s; clamped 30 s–10 min). No database write per heartbeat: the site's hub keeps presence and writes transitions.",
       request: jsonBody(s.HeartbeatBody),
       responses: { 200: jsonResponse(s.HeartbeatResponse, "Accepted") },
+      errors: [429],
     }),
     async (c) => {
       const device = c.var.device!;
@@ -54,6 +56,7 @@ export function agentRoutes({ legacy }: { legacy: boolean }) {
         uptimeS: body.uptime_seconds,
         reportedAt: body.timestamp ? normaliseTimestamp(body.timestamp) : undefined,
       });
+      if ("rateLimited" in result) throw tooManyRequests("Too many calls from this device", result.retryAfterS);
       return c.json({ status: "ok" as const, device_id: device.deviceId, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time }, 200);
     },
   );
@@ -96,6 +99,7 @@ async function ingestTelemetry(env: Env, device: AuthDevice, input: TelemetryInp
     device.deviceId,
     samples.map(({ device_id: _d, site_id: _s, ...sample }) => ({ ...sample, timestamp: sample.timestamp ? normaliseTimestamp(sample.timestamp) : undefined })),
   );
+  if ("rateLimited" in results) throw tooManyRequests("Too many calls from this device", results.retryAfterS);
   const serverTime = new Date().toISOString();
   if (!Array.isArray(input)) return { ...results[0], device_id: device.deviceId, server_time: serverTime };
   return { device_id: device.deviceId, results, stored_count: results.filter((r) => r.stored).length, server_time: serverTime };
