@@ -1,7 +1,7 @@
 // Lints the OpenAPI document of the BUILT Worker: serves dist/ with workerd (scripts/lib/serve-bundle.mjs),
 // fetches /openapi.json, writes it pretty-printed to dist/openapi.json and runs `redocly lint` on it with
-// redocly.yaml. Prints every problem as `severity rule  METHOD /path  message` and exits non-zero when
-// there is any error (with --strict, also on warnings).
+// redocly.yaml. Prints problems as `severity rule  METHOD /path  message` (every error; up to 5 warnings
+// per rule unless --verbose) and exits non-zero when there is any error (with --strict, also on warnings).
 //
 //   npm run lint:openapi            # npm run build first
 //   npm run lint:openapi -- --strict     # warnings fail too
