@@ -429,7 +429,8 @@ describe("enrolment intents: claim", () => {
     const wrong = await claim(intent.intent_id, { claim_token: "not-the-token", device_identity: "SN-EXPECTED" });
     const unknown = await claim(crypto.randomUUID(), { claim_token: intent.claim_token, device_identity: "SN-EXPECTED" });
     const notUuid = await claim("nonsense", { claim_token: "x" });
-    for (const res of [wrong, unknown, notUuid]) {
+    const long = await claim(intent.intent_id, { claim_token: `${intent.claim_token}${"é".repeat(200)}`, device_identity: "SN-EXPECTED" });
+    for (const res of [wrong, unknown, notUuid, long]) {
       expect(res.status).toBe(400);
       expect(res.json).toEqual({ detail: "Invalid enrolment intent or claim token" });
     }
