@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, inArray, or, sql, type SQL } from "drizzle-orm";
+import { and, desc, eq, gte, or, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../env";
 import { auditLogs } from "../db/schema";
 
@@ -43,6 +43,14 @@ const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
   device_key_rotated: { category: "device_management", severity: "warning" },
   device_suspended: { category: "device_management", severity: "warning" },
   device_resumed: { category: "device_management", severity: "info" },
+  command_queued: { category: "device_management", severity: "info" },
+  command_delivered: { category: "device_management", severity: "info" },
+  command_lease_expired: { category: "device_management", severity: "info" },
+  command_acknowledged: { category: "device_management", severity: "info" },
+  command_completed: { category: "device_management", severity: "info" },
+  command_failed: { category: "device_management", severity: "warning" },
+  command_expired: { category: "device_management", severity: "warning" },
+  command_cancelled: { category: "device_management", severity: "warning" },
   job_created: { category: "job_management", severity: "info" },
   job_started: { category: "job_management", severity: "info" },
   job_completed: { category: "job_management", severity: "info" },
@@ -120,7 +128,11 @@ function auditFilters(query: AuditQuery): SQL | undefined {
   if (query.userId !== undefined) filters.push(eq(auditLogs.userId, query.userId));
   if (query.visibleTo) {
     const { siteIds, userId } = query.visibleTo;
-    filters.push(siteIds.length ? or(inArray(auditLogs.siteId, siteIds), eq(auditLogs.userId, userId)) : eq(auditLogs.userId, userId));
+    // The site ids are bound as one JSON parameter: D1 allows at most 100 per statement, and a
+    // tenant-wide role can easily reach more sites than that.
+    filters.push(siteIds.length
+      ? or(sql`${auditLogs.siteId} IN (SELECT value FROM json_each(${JSON.stringify(siteIds)}))`, eq(auditLogs.userId, userId))
+      : eq(auditLogs.userId, userId));
   }
   return filters.length ? and(...filters) : undefined;
 }

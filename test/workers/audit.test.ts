@@ -174,6 +174,28 @@ describe("reading events", () => {
     expect(total).toBe(seen.length);
   });
 
+  it("works for a user with access to more sites than D1 binds parameters (> 100)", async () => {
+    const a = await admin();
+    const tenantId = (await call("/api/v1/tenants", { method: "POST", token: a.token, body: { name: "Big chain" } })).json.tenant_id;
+    const user = await signup();
+    await db().insert(schema.tenantMemberships).values({ tenantId, userId: user.id, role: "viewer" });
+    const siteIds = Array.from({ length: 130 }, (_, i) => `${tenantId}-S${i}`);
+    for (let i = 0; i < siteIds.length; i += 10) {
+      await db().insert(schema.sites).values(siteIds.slice(i, i + 10).map((siteId) => ({ siteId, name: siteId, tenantId })));
+    }
+    await db().insert(schema.auditLogs).values({ eventType: "transaction_processed", category: "business_events", siteId: siteIds[129] });
+    const res = await events(user.token, "event_type=transaction_processed");
+    expect(res.status).toBe(200);
+    expect(res.json.events.map((e: Event) => e.site_id)).toContain(siteIds[129]);
+    const stats = await call("/api/v1/audit/statistics", { token: user.token });
+    expect(stats.status).toBe(200);
+    expect(stats.json.statistics.events_by_type.transaction_processed).toBeGreaterThanOrEqual(1);
+    const sites = await call("/api/v1/sites/sites", { token: user.token });
+    expect(sites.status).toBe(200);
+    expect(sites.json.sites).toHaveLength(130);
+    expect(sites.json.sites.map((s: { site_id: string }) => s.site_id).sort()).toEqual([...siteIds].sort());
+  });
+
   it("refuses anonymous callers with 401 on every form", async () => {
     for (const path of ["/api/v1/audit/events", "/audit/events", "/api/v1/audit/statistics", "/audit/statistics"]) {
       const res = await call(path);
