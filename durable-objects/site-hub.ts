@@ -5,6 +5,8 @@ import { LIVE_SCHEMA, LiveRing, type LiveEvent } from "./live";
 import { DeviceRateLimiter, type RateLimited } from "./rate-limit";
 import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
 import { METRICS_SCHEMA, MetricsStore, policyFromEnv, type Sample, type StoreReason } from "./metrics";
+import { D1Outbox, OUTBOX_FLUSH_MS, OUTBOX_SCHEMA } from "./outbox";
+import { COMMANDS_SCHEMA, CommandQueue, MAX_WAIT_S, type AckBody, type CommandRecord, type CommandReport, type CommandStatus, type Outcome, type QueueInput } from "./commands";
 
 const PRUNE_EVERY_MS = 6 * 3_600_000;
 
@@ -35,6 +37,8 @@ export class SiteHub extends DurableObject<Env> {
   protected readonly presence: Presence;
   protected readonly metrics: MetricsStore;
   protected readonly limiter = new DeviceRateLimiter();
+  protected readonly outbox: D1Outbox;
+  protected readonly commands: CommandQueue;
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
   private alarmAt: number | null | undefined;
@@ -48,6 +52,13 @@ export class SiteHub extends DurableObject<Env> {
     this.live = new LiveRing(this.sql, () => this.siteIdValue ?? "");
     this.presence = new Presence(this.sql);
     this.metrics = new MetricsStore(this.sql, policyFromEnv(env as unknown as Record<string, unknown>));
+    this.sql.exec(OUTBOX_SCHEMA + COMMANDS_SCHEMA);
+    this.outbox = new D1Outbox(this.sql, () => this.env.DB);
+    this.commands = new CommandQueue(this.sql, {
+      siteId: () => this.siteId,
+      outbox: this.outbox,
+      emit: (type, data) => { this.emit(type, data); },
+    });
   }
 
   private meta(key: string): string | undefined {
@@ -167,6 +178,117 @@ export class SiteHub extends DurableObject<Env> {
     return Object.fromEntries(this.presence.all().map((p) => [p.device_id, { status: p.status, last_seen: new Date(p.last_seen_ms).toISOString() }]));
   }
 
+  // ==== commands and jobs (issue 5: durable-objects/commands.ts, jobs.ts, outbox.ts) ==========
+
+  /**
+   * Queues a command for one of the site's devices (operators, agent pushes, job fan-out). The D1
+   * side (command index, command_queued audit) is written before this returns, so the command can be
+   * read by id at once; a D1 failure leaves it in the outbox for the alarm to retry.
+   */
+  async queueCommand(siteId: string, input: QueueInput): Promise<Outcome<{ command: CommandRecord; created: boolean }>> {
+    this.bind(siteId);
+    const now = Date.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.queue(input, now);
+    await this.afterCommandChange(now, before, true);
+    return outcome;
+  }
+
+  /**
+   * A device's poll: its pending commands, leased for 60 s. With `waitS` (at most 25) an empty poll
+   * waits here until a command is queued for the device (queueCommand wakes it) or the time is up.
+   * Writes only this object's SQLite; what D1 must hear is flushed by the alarm.
+   */
+  async pollCommands(siteId: string, deviceId: string, waitS = 0): Promise<Outcome<CommandRecord[]>> {
+    this.bind(siteId);
+    const started = Date.now();
+    const wait = this.limiter.take(deviceId, started);
+    if (wait) return { ok: false, error: { status: 429, detail: "Too many calls from this device", retryAfterS: wait } };
+    const before = this.outbox.added;
+    let commands = this.commands.poll(deviceId, started);
+    const until = started + Math.min(Math.max(waitS, 0), MAX_WAIT_S) * 1000;
+    while (!commands.length && Date.now() < until) {
+      await this.commands.waitFor(deviceId, until - Date.now());
+      commands = this.commands.poll(deviceId, Date.now());
+    }
+    await this.afterCommandChange(Date.now(), before, false);
+    return { ok: true, value: commands };
+  }
+
+  async ackCommand(siteId: string, deviceId: string, commandId: string): Promise<Outcome<AckBody>> {
+    this.bind(siteId);
+    const now = Date.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.ack(deviceId, commandId, now);
+    await this.afterCommandChange(now, before, false);
+    return outcome;
+  }
+
+  async reportCommand(siteId: string, deviceId: string, commandId: string, report: CommandReport): Promise<Outcome<CommandRecord>> {
+    this.bind(siteId);
+    const now = Date.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.report(deviceId, commandId, report, now);
+    await this.afterCommandChange(now, before, false);
+    return outcome;
+  }
+
+  async getCommand(siteId: string, commandId: string): Promise<CommandRecord | null> {
+    this.bind(siteId);
+    const now = Date.now();
+    const before = this.outbox.added;
+    const record = this.commands.get(commandId, now) ?? null;
+    await this.afterCommandChange(now, before, false);
+    return record;
+  }
+
+  async listCommands(siteId: string, deviceId: string, query: { status?: CommandStatus; limit: number; offset: number }) {
+    this.bind(siteId);
+    const now = Date.now();
+    const before = this.outbox.added;
+    const page = this.commands.list(deviceId, query, now);
+    await this.afterCommandChange(now, before, false);
+    return page;
+  }
+
+  async cancelCommand(siteId: string, commandId: string, by: { userId: number | null; reason: string }): Promise<Outcome<CommandRecord>> {
+    this.bind(siteId);
+    const now = Date.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.cancel(commandId, now, by);
+    await this.afterCommandChange(now, before, true);
+    return outcome;
+  }
+
+  /** Cron safety net: applies lapsed leases, passed TTLs and due simulated results now. */
+  async sweepCommands(siteId: string): Promise<number> {
+    this.bind(siteId);
+    const now = Date.now();
+    const before = this.outbox.added;
+    this.commands.onAlarm(now);
+    await this.afterCommandChange(now, before, true);
+    return this.outbox.added - before;
+  }
+
+  /** After a call changed something: flush D1 now (`flush`) or within the outbox window, and keep the alarm right. */
+  private async afterCommandChange(now: number, outboxBefore: number, flush: boolean) {
+    if (this.outbox.added === outboxBefore) return;
+    if (flush) {
+      await this.outbox.flushQuietly();
+      await this.ensureAlarm(now);
+    } else {
+      await this.ensureAlarm(now, now + OUTBOX_FLUSH_MS);
+    }
+  }
+
+  private commandTimedParts(): TimedPart[] {
+    return [
+      { nextWake: () => this.commands.nextWake(), onAlarm: async (now) => this.commands.onAlarm(now) },
+      // Last: whatever the parts above wrote for D1 goes out in one batch.
+      { nextWake: (now) => this.outbox.nextWake(now), onAlarm: async () => { await this.outbox.flushQuietly(); } },
+    ];
+  }
+
   // ---- time ---------------------------------------------------------------------------------
 
   private async applyTransitions(transitions: Transition[]) {
@@ -204,6 +326,7 @@ export class SiteHub extends DurableObject<Env> {
           this.setMeta("pruned_at", String(now));
         },
       },
+      ...this.commandTimedParts(),
     ];
   }
 
