@@ -1,8 +1,10 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SignJWT, UnsecuredJWT, decodeJwt, exportJWK, generateKeyPair } from "jose";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
+import { createApp } from "../../src/app";
 import { call, admin, createSite, db, signup, unique } from "./helpers";
 
 const SECRET = new TextEncoder().encode(env.JWT_SECRET!);
@@ -368,5 +370,49 @@ describe("administration of users", () => {
       message: expect.any(String),
       data: { id: user.id, email: user.email, username, full_name: null, is_admin: false },
     });
+  });
+});
+
+describe("configuration", () => {
+  const app = createApp();
+  async function send(bindings: Partial<typeof env>, path: string, init: RequestInit = {}) {
+    const ctx = createExecutionContext();
+    const res = await app.request(path, init, { ...env, ...bindings }, ctx);
+    await waitOnExecutionContext(ctx);
+    return res;
+  }
+  const loginInit = (email: string, password: string): RequestInit => ({
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ email, password }),
+  });
+
+  it("refuses to serve with a JWT secret shorter than 32 bytes (503)", async () => {
+    const res = await send({ JWT_SECRET: "too-short-secret" }, "/api/v1/auth/me");
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ detail: expect.stringMatching(/JWT_SECRET/) });
+    const missing = await send({ JWT_SECRET: undefined }, "/");
+    expect(missing.status).toBe(503);
+  });
+
+  it("marks the cookie Secure in production and honours COOKIE_SAMESITE", async () => {
+    const user = await signup();
+    const prod = await send({ ENVIRONMENT: "production" }, "/api/v1/auth/login", loginInit(user.email, user.password));
+    expect(prod.status).toBe(200);
+    expect(prod.headers.get("Set-Cookie")).toMatch(/;\s*Secure/i);
+    const strict = await send({ COOKIE_SAMESITE: "strict" }, "/api/v1/auth/login", loginInit(user.email, user.password));
+    expect(strict.headers.get("Set-Cookie")).toMatch(/;\s*SameSite=Strict/i);
+    expect(strict.headers.get("Set-Cookie")).not.toMatch(/;\s*Secure/i);
+    // SameSite=None is only accepted by browsers together with Secure
+    const none = await send({ COOKIE_SAMESITE: "none" }, "/api/v1/auth/login", loginInit(user.email, user.password));
+    expect(none.headers.get("Set-Cookie")).toMatch(/;\s*SameSite=None/i);
+    expect(none.headers.get("Set-Cookie")).toMatch(/;\s*Secure/i);
+  });
+
+  it("takes the token lifetime from ACCESS_TOKEN_MINUTES", async () => {
+    const user = await signup();
+    const res = await send({ ACCESS_TOKEN_MINUTES: "5" }, "/api/v1/auth/login", loginInit(user.email, user.password));
+    const { data } = await res.json<{ data: { access_token: string } }>();
+    const claims = decodeJwt(data.access_token);
+    expect(claims.exp! - claims.iat!).toBe(300);
+    expect(res.headers.get("Set-Cookie")).toMatch(/Max-Age=300/);
   });
 });
