@@ -27,3 +27,15 @@ export const unprocessable = (issues: ValidationIssue[] | string) =>
   new ApiError(422, typeof issues === "string" ? [{ loc: ["body"], msg: issues, type: "value_error" }] : issues);
 export const tooManyRequests = (detail: string, retryAfterSeconds?: number) =>
   new ApiError(429, detail, retryAfterSeconds ? { "Retry-After": String(retryAfterSeconds) } : {});
+
+/**
+ * Whether a database error is a unique-constraint violation. Drizzle wraps D1's error in a
+ * DrizzleQueryError whose own message is the failed query, so the causes are read too.
+ */
+export function isUniqueViolation(error: unknown, column?: string): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const message = String((e as Error)?.message ?? e);
+    if (/UNIQUE constraint failed/i.test(message) && (!column || message.includes(column))) return true;
+  }
+  return false;
+}

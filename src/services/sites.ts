@@ -1,7 +1,7 @@
 import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
 import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema";
-import { conflict, notFound, badRequest, forbidden } from "../lib/errors";
+import { conflict, notFound, badRequest, forbidden, isUniqueViolation } from "../lib/errors";
 import { newSiteId } from "../lib/ids";
 import { auditValues } from "./audit";
 import { accessibleSiteIds, type Role } from "./access";
@@ -60,7 +60,7 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
     ]);
     return site;
   } catch (error) {
-    if (String((error as Error).message).includes("UNIQUE")) throw conflict(`Site with ID '${siteId}' already exists`);
+    if (isUniqueViolation(error, "sites.site_id")) throw conflict(`Site with ID '${siteId}' already exists`);
     throw error;
   }
 }

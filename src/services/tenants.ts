@@ -1,7 +1,7 @@
 import { and, desc, eq } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
 import { tenantMemberships, tenants, users } from "../db/schema";
-import { conflict, notFound } from "../lib/errors";
+import { conflict, isUniqueViolation, notFound } from "../lib/errors";
 import { newTenantId } from "../lib/ids";
 import type { Role } from "./access";
 
@@ -24,7 +24,12 @@ export async function createTenant(db: Db, input: { tenant_id?: string; name: st
   const tenantId = input.tenant_id ?? newTenantId();
   const existing = await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.tenantId, tenantId)).get();
   if (existing) throw conflict(`Tenant with ID '${tenantId}' already exists`);
-  return db.insert(tenants).values({ tenantId, name: input.name }).returning().get();
+  try {
+    return await db.insert(tenants).values({ tenantId, name: input.name }).returning().get();
+  } catch (error) {
+    if (isUniqueViolation(error, "tenants.tenant_id")) throw conflict(`Tenant with ID '${tenantId}' already exists`);
+    throw error;
+  }
 }
 
 export const listTenantMembers = (db: Db, tenantId: string) =>

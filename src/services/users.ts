@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
 import { users } from "../db/schema";
-import { badRequest } from "../lib/errors";
+import { badRequest, isUniqueViolation } from "../lib/errors";
 import { hashSecret } from "./passwords";
 
 type UserRow = typeof users.$inferSelect;
@@ -44,9 +44,8 @@ export async function createUser(
     return row;
   } catch (error) {
     // Two signups racing past the checks above: the unique indexes decide.
-    const message = String((error as Error).message ?? error);
-    if (message.includes("users.email") || message.includes("users_email")) throw badRequest("Email already registered");
-    if (message.includes("users.username") || message.includes("users_username")) throw badRequest("Username already taken");
+    if (isUniqueViolation(error, "users.email")) throw badRequest("Email already registered");
+    if (isUniqueViolation(error, "users.username")) throw badRequest("Username already taken");
     throw error;
   }
 }

@@ -68,6 +68,18 @@ describe("signup", () => {
     expect(upper.status).toBe(400);
   });
 
+  it("gives one 201 and 400s to concurrent signups with the same e-mail or username", async () => {
+    const email = `${unique("race")}@example.com`;
+    const results = await Promise.all(Array.from({ length: 5 }, (_, i) =>
+      call("/api/v1/auth/signup", { method: "POST", body: { email, password: "secret1", username: unique(`r${i}`) } })));
+    expect(results.map((r) => r.status).sort()).toEqual([201, 400, 400, 400, 400]);
+    const username = unique("samename");
+    const byName = await Promise.all(Array.from({ length: 4 }, () =>
+      call("/api/v1/auth/signup", { method: "POST", body: { email: `${unique("n")}@example.com`, password: "secret1", username } })));
+    expect(byName.map((r) => r.status).sort()).toEqual([201, 400, 400, 400]);
+    for (const r of byName.filter((r) => r.status === 400)) expect(r.json.detail).toMatch(/username/i);
+  });
+
   it("rejects a duplicate username with 400", async () => {
     const username = unique("name");
     await signup({ username });

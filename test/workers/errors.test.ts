@@ -1,6 +1,9 @@
 import { exports } from "cloudflare:workers";
+import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { call, createSite, signup } from "./helpers";
+import * as schema from "../../src/db/schema";
+import { isUniqueViolation } from "../../src/lib/errors";
+import { call, createSite, db, signup, unique } from "./helpers";
 
 const isIssueList = (detail: unknown) =>
   Array.isArray(detail) && detail.length > 0 && detail.every((i) =>
@@ -161,5 +164,22 @@ describe("X-Request-Id", () => {
     expect(long.headers.get("X-Request-Id")).toMatch(uuid);
     const unauthenticated = await call("/api/v1/auth/me");
     expect(unauthenticated.headers.get("X-Request-Id")).toMatch(uuid);
+  });
+});
+
+describe("isUniqueViolation", () => {
+  it("recognises D1's unique violations through drizzle's wrapper, single statements and batches", async () => {
+    const siteId = unique("UQ-");
+    await db().insert(schema.sites).values({ siteId, name: "x" });
+    const single = await db().insert(schema.sites).values({ siteId, name: "again" }).run().catch((e: unknown) => e);
+    expect(isUniqueViolation(single)).toBe(true);
+    expect(isUniqueViolation(single, "sites.site_id")).toBe(true);
+    expect(isUniqueViolation(single, "users.email")).toBe(false);
+    const batched = await db().batch([db().insert(schema.sites).values({ siteId, name: "batched" })]).catch((e: unknown) => e);
+    expect(isUniqueViolation(batched, "sites.site_id")).toBe(true);
+    const other = await db().run(sql`select * from no_such_table`).catch((e: unknown) => e);
+    expect(isUniqueViolation(other)).toBe(false);
+    expect(isUniqueViolation(new Error("boom"))).toBe(false);
+    expect(isUniqueViolation(undefined)).toBe(false);
   });
 });

@@ -35,6 +35,13 @@ describe("tenants", () => {
     expect((await createTenant(a.token, { name: "x", tenant_id: "has space" })).status).toBe(422);
   });
 
+  it("gives one 201 and 409s when the same tenant id is created concurrently", async () => {
+    const a = await admin();
+    const tenantId = unique("T-");
+    const results = await Promise.all(Array.from({ length: 5 }, () => createTenant(a.token, { tenant_id: tenantId, name: "Race" })));
+    expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409]);
+  });
+
   it("refuses non-administrators (403) and anonymous callers (401)", async () => {
     const user = await signup();
     expect((await createTenant(user.token, { name: "Mine" })).status).toBe(403);
