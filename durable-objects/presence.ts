@@ -96,10 +96,14 @@ export class Presence {
     return { row, restarted, transition: { deviceId: s.deviceId, previous: previous?.status ?? null, next: status, reason, at: now } };
   }
 
-  /** Devices whose heartbeats stopped: marked offline here; the caller records the transitions. */
-  expire(now: number): Transition[] {
+  /**
+   * Devices whose heartbeats stopped: marked offline here; the caller records the transitions. `skip`:
+   * devices whose liveness is not heartbeat-driven (simulated agents live in the hub itself).
+   */
+  expire(now: number, skip?: ReadonlySet<string>): Transition[] {
     const transitions: Transition[] = [];
     for (const row of this.sql.exec<PresenceRow>("SELECT * FROM presence WHERE status != 'offline'").toArray()) {
+      if (skip?.has(row.device_id)) continue;
       const limit = offlineAfterMs(row.interval_s);
       if (now - row.last_seen_ms >= limit) {
         this.sql.exec("UPDATE presence SET status = 'offline' WHERE device_id = ?", row.device_id);
@@ -116,9 +120,10 @@ export class Presence {
   }
 
   /** The next moment a device could go offline; undefined when none is online. */
-  nextExpiry(): number | undefined {
+  nextExpiry(skip?: ReadonlySet<string>): number | undefined {
     let next: number | undefined;
     for (const row of this.sql.exec<PresenceRow>("SELECT * FROM presence WHERE status != 'offline'").toArray()) {
+      if (skip?.has(row.device_id)) continue;
       const at = row.last_seen_ms + offlineAfterMs(row.interval_s);
       next = next === undefined ? at : Math.min(next, at);
     }
