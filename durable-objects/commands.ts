@@ -369,7 +369,7 @@ export class CommandQueue {
 
   private expire(row: CommandRow, now: number, why: "ttl" | "deliveries"): CommandRow {
     const reason = why === "ttl"
-      ? `Expired: its time to live (${Math.round((row.expires_ms - row.created_ms) / 1000)} s) passed`
+      ? `Expired: its time to live ran out at ${iso(row.expires_ms)}`
       : `Expired: not acknowledged after ${MAX_DELIVERIES} deliveries`;
     return this.transition(row, "expired", now, { completed_ms: now, lease_until_ms: null, sim_due_ms: null, error_message: reason },
       { description: `Command ${row.command_type} for device ${row.device_id} ${reason.toLowerCase()}`, metadata: { reason: why } });

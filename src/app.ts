@@ -17,6 +17,7 @@ import { intentClaimRoutes, siteIntentRoutes } from "./routes/intents/routes";
 import { deviceRoutes, siteDeviceRoutes } from "./routes/devices/routes";
 import { siteEnrolmentRoutes } from "./routes/devices/site-routes";
 import { agentRoutes, deviceMetricsRoutes } from "./routes/agent/routes";
+import { commandRoutes, deviceCommandRoutes } from "./routes/commands/routes";
 
 const REQUEST_BODY_LIMIT = 1024 * 1024;
 
@@ -51,6 +52,11 @@ export function createApp() {
   app.route("/sites", siteRoutes({ legacy: true }));
   app.route("/api/v1/devices/sites", siteDeviceRoutes({ legacy: false }));
   app.route("/sites", siteDeviceRoutes({ legacy: true }));
+  // Before the registry: `/devices/pending` must not be read as a device id.
+  app.route("/api/v1/devices", deviceCommandRoutes({ legacy: false }));
+  app.route("/devices", deviceCommandRoutes({ legacy: true }));
+  app.route("/api/v1/commands", commandRoutes({ legacy: false }));
+  app.route("/commands", commandRoutes({ legacy: true }));
   app.route("/api/v1/devices", deviceRoutes({ legacy: false }));
   app.route("/devices", deviceRoutes({ legacy: true }));
   app.route("/api/v1/agent", agentRoutes({ legacy: false }));
@@ -92,6 +98,7 @@ export function createApp() {
       { name: "Devices", description: "The device registry" },
       { name: "Device calls", description: "Calls terminals make with X-Device-ID and X-API-Key" },
       { name: "Enrolment", description: "Bootstrap keys and enrolment statistics" },
+      { name: "Commands", description: "Device commands: queued by operators, polled, acknowledged and reported by devices (at-least-once, leased)" },
     ],
   });
 

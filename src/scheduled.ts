@@ -3,6 +3,7 @@ import { lt } from "drizzle-orm";
 import * as schema from "./db/schema";
 import type { Env } from "./env";
 import { runIntentMaintenance } from "./services/intents";
+import { runCommandMaintenance } from "./services/commands";
 
 const RETENTION_DAYS = 90;
 
@@ -17,4 +18,6 @@ export async function runScheduled(env: Env, now: Date) {
   ]);
   // Pending/approved enrolment intents past expires_at → expired (audited, published); idempotent.
   await runIntentMaintenance(env, db, now);
+  // Device commands past their TTL that their site hub has not swept (its alarm is the first line).
+  await runCommandMaintenance(env, db, now);
 }

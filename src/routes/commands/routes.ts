@@ -1,0 +1,196 @@
+import { bodyLimit } from "hono/body-limit";
+import type { Context } from "hono";
+import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { ApiError, unprocessable } from "../../lib/errors";
+import { deprecatedPath } from "../../middleware/deprecation";
+import type { AppEnv } from "../../env";
+import { ensureOwnDevice } from "../../services/devices";
+import {
+  ackCommand, cancelCommand, listDeviceCommands, pollCommands, queueDeviceCommand, readCommand, reportCommand, resultStatus,
+} from "../../services/commands";
+import * as s from "./schema";
+
+const TAGS = ["Commands"];
+const DEVICE_BODY_LIMIT = 64 * 1024;
+
+const deviceBodyLimit = bodyLimit({
+  maxSize: DEVICE_BODY_LIMIT,
+  onError: () => { throw new ApiError(413, "Request body too large (limit 64 KB on device calls)"); },
+});
+
+const LEASE_NOTE = "Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires.";
+
+const ACK_DESCRIPTION = "The device confirms it received the command (`delivered` → `acknowledged`); the lease stops. Repeating the ack answers 200 with the same body. A command of another device is 404; an expired or cancelled one 409 (do not run it).";
+
+const STATUS_DESCRIPTION = "The device reports the execution result: `{status: completed | failed, result?, error_message?}` (`success`/`failure` are read as completed/failed). Allowed from pending, delivered or acknowledged. Repeating the same report answers 200 with the same command; a different result for a finished command is 409, as is any result for an expired or cancelled one. A command of another device is 404.";
+
+type StatusInput = { status: string; result?: unknown; error_message?: string | null; device_id?: string };
+
+async function handleStatus(c: Context<AppEnv>, commandId: string, body: StatusInput) {
+  const device = c.var.device!;
+  ensureOwnDevice(device.deviceId, body.device_id);
+  const status = resultStatus(body.status);
+  if (!status) throw unprocessable([{ loc: ["body", "status"], msg: "status must be completed or failed", type: "enum" }]);
+  return reportCommand(c.env, device, commandId, { status, result: body.result, errorMessage: body.error_message ?? null });
+}
+
+/**
+ * Command endpoints under `/api/v1/devices` (and the deprecated `/devices`): the device's poll,
+ * queueing and listing a device's commands, and the old agents' ack/status paths. Mounted before the
+ * device registry so `/pending` is never read as a device id.
+ */
+export function deviceCommandRoutes({ legacy }: { legacy: boolean }) {
+  const app = newRouter();
+  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
+  const deprecated = legacy || undefined;
+  app.use("/:command_id/status", deviceBodyLimit);
+  app.use("/:device_id/commands/:command_id/ack", deviceBodyLimit);
+
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/pending", auth: "device", deprecated, tags: TAGS,
+      summary: "Poll for commands (device)",
+      description: `The calling device's pending commands, oldest first, each now \`delivered\`. ${LEASE_NOTE} With \`?wait=N\` (at most 25 s) an empty poll is held open and answers as soon as a command is queued for the device. An empty poll writes nothing anywhere.`,
+      request: { query: s.PollQuery },
+      responses: { 200: jsonResponse(s.PendingCommands, "Leased commands (possibly none)") },
+      errors: [429],
+    }),
+    async (c) => {
+      const { wait } = c.req.valid("query");
+      return c.json({ commands: await pollCommands(c.env, c.var.device!, wait) }, 200);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/{device_id}/commands", auth: "user", deprecated, tags: TAGS,
+      summary: "Queue a command for a device (operator)",
+      description: `Operator role on the device's site (administrators: any site). \`REBOOT\` → \`restart\` and \`UPDATE_CONFIG\` → \`update_config\` in any case. ${LEASE_NOTE} At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → \`reboot_time_seconds\`, update_config → \`applied_settings\`, ping → \`latency_ms\` (5–50), shutdown → \`powered_off\`; any other type fails on a simulated agent.`,
+      request: { params: s.DeviceParams, headers: s.IdempotencyHeaders, ...jsonBody(s.QueueCommandBody) },
+      responses: { 201: jsonResponse(s.CommandSchema, "The queued command (or, for a repeated Idempotency-Key, the one it created)") },
+      errors: [403, 404, 409, 429],
+    }),
+    async (c) => {
+      const { device_id } = c.req.valid("param");
+      const headers = c.req.valid("header");
+      const { command } = await queueDeviceCommand(c.env, c.var.db, c.var.user!, device_id, c.req.valid("json"), headers["idempotency-key"], c.req.raw);
+      return c.json(command, 201);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/{device_id}/commands", auth: "user", deprecated, tags: TAGS,
+      summary: "A device's commands, newest first",
+      description: "Viewer role on the device's site. Filter by `status`; paged with `limit` (default 50, max 500) and `offset`; `total` counts all matches. Finished commands are kept 30 days.",
+      request: { params: s.DeviceParams, query: s.CommandListQuery },
+      responses: { 200: jsonResponse(s.CommandList, "Commands") },
+      errors: [403, 404],
+    }),
+    async (c) => {
+      const { device_id } = c.req.valid("param");
+      const q = c.req.valid("query");
+      const page = await listDeviceCommands(c.env, c.var.db, c.var.user!, device_id, q, c.req.raw);
+      return c.json({ ...page, limit: q.limit, offset: q.offset }, 200);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/{device_id}/commands/{command_id}/ack", auth: "device", deprecated: true, tags: TAGS,
+      summary: "Acknowledge a command (compatibility path)",
+      description: `Path of the service this one replaces; successor \`POST /api/v1/commands/{command_id}/ack\`. \`device_id\` must be the caller's (403 otherwise). ${ACK_DESCRIPTION}`,
+      request: { params: s.DeviceCommandParams },
+      responses: { 200: jsonResponse(s.AckResponse, "Acknowledged") },
+      errors: [404, 409],
+    }),
+    async (c) => {
+      const { device_id, command_id } = c.req.valid("param");
+      ensureOwnDevice(c.var.device!.deviceId, device_id);
+      c.header("Deprecation", "true");
+      c.header("Link", `</api/v1/commands/${command_id}/ack>; rel="successor-version"`);
+      return c.json(await ackCommand(c.env, c.var.device!, command_id), 200);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "put", path: "/{command_id}/status", auth: "device", deprecated: true, tags: TAGS,
+      summary: "Report a command's result (compatibility path)",
+      description: `The specification's path (\`PUT /devices/{command_id}/status\`); successor \`PUT /api/v1/commands/{command_id}/status\`. ${STATUS_DESCRIPTION}`,
+      request: { params: s.CommandParams, ...jsonBody(s.StatusBody) },
+      responses: { 200: jsonResponse(s.CommandSchema, "The finished command") },
+      errors: [404, 409],
+    }),
+    async (c) => {
+      const { command_id } = c.req.valid("param");
+      const record = await handleStatus(c, command_id, c.req.valid("json"));
+      if (!legacy) {
+        c.header("Deprecation", "true");
+        c.header("Link", `</api/v1/commands/${command_id}/status>; rel="successor-version"`);
+      }
+      return c.json(record, 200);
+    },
+  );
+
+  return app;
+}
+
+/** `/api/v1/commands/...` and the specification's unversioned `/commands/...`. */
+export function commandRoutes({ legacy }: { legacy: boolean }) {
+  const app = newRouter();
+  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1/commands${path}`));
+  const deprecated = legacy || undefined;
+  app.use("/:command_id/status", deviceBodyLimit);
+  app.use("/:command_id/ack", deviceBodyLimit);
+
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/{command_id}", auth: "user", deprecated, tags: TAGS,
+      summary: "A command",
+      description: "Viewer role on the command's site. The command is found through a small index of command id → site written when it was queued; its state is read live from the site's hub.",
+      request: { params: s.CommandParams },
+      responses: { 200: jsonResponse(s.CommandSchema, "The command") },
+      errors: [403, 404],
+    }),
+    async (c) => c.json(await readCommand(c.env, c.var.db, c.var.user!, c.req.valid("param").command_id, c.req.raw), 200),
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/{command_id}/cancel", auth: "user", deprecated, tags: TAGS,
+      summary: "Cancel a command (operator)",
+      description: "Only while `pending` or `delivered` (nothing has started it): 409 once acknowledged or finished. Cancelling a cancelled command answers it again. A device that later acks or reports it gets 409.",
+      request: { params: s.CommandParams },
+      responses: { 200: jsonResponse(s.CommandSchema, "The cancelled command") },
+      errors: [403, 404, 409],
+    }),
+    async (c) => c.json(await cancelCommand(c.env, c.var.db, c.var.user!, c.req.valid("param").command_id, c.req.raw), 200),
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/{command_id}/ack", auth: "device", deprecated, tags: TAGS,
+      summary: "Acknowledge a command (device)",
+      description: ACK_DESCRIPTION,
+      request: { params: s.CommandParams },
+      responses: { 200: jsonResponse(s.AckResponse, "Acknowledged") },
+      errors: [404, 409],
+    }),
+    async (c) => c.json(await ackCommand(c.env, c.var.device!, c.req.valid("param").command_id), 200),
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "put", path: "/{command_id}/status", auth: "device", deprecated, tags: TAGS,
+      summary: "Report a command's result (device)",
+      description: STATUS_DESCRIPTION,
+      request: { params: s.CommandParams, ...jsonBody(s.StatusBody) },
+      responses: { 200: jsonResponse(s.CommandSchema, "The finished command") },
+      errors: [404, 409],
+    }),
+    async (c) => c.json(await handleStatus(c, c.req.valid("param").command_id, c.req.valid("json")), 200),
+  );
+
+  return app;
+}

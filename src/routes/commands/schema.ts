@@ -1,0 +1,85 @@
+import { z } from "@hono/zod-openapi";
+import { COMMAND_STATUSES, DEFAULT_TTL_S, MAX_TTL_S, MAX_WAIT_S, normaliseCommandType } from "../../../durable-objects/commands";
+import { DeviceIdSchema } from "../devices/schema";
+
+const MAX_PAYLOAD_BYTES = 32 * 1024;
+
+export const CommandIdSchema = z.string().min(1).max(64).regex(/^[A-Za-z0-9-]+$/, "Letters, digits and '-' only");
+
+export const CommandParams = z.object({
+  command_id: CommandIdSchema.openapi({ param: { name: "command_id", in: "path" }, example: "0f8fad5b-d9cb-469f-a165-70867728950e" }),
+});
+export const DeviceParams = z.object({ device_id: DeviceIdSchema.openapi({ param: { name: "device_id", in: "path" }, example: "POS-001" }) });
+export const DeviceCommandParams = DeviceParams.merge(CommandParams);
+
+export const CommandSchema = z
+  .object({
+    command_id: z.string().openapi({ description: "UUIDv4; a redelivered command keeps its id, so devices dedupe on it" }),
+    device_id: z.string(),
+    site_id: z.string(),
+    command_type: z.string().openapi({ example: "restart" }),
+    payload: z.record(z.string(), z.unknown()),
+    status: z.enum(COMMAND_STATUSES),
+    attempts: z.number().int().openapi({ description: "How many times it was delivered" }),
+    created_at: z.string(),
+    delivered_at: z.string().nullable().openapi({ description: "The latest delivery" }),
+    acknowledged_at: z.string().nullable(),
+    completed_at: z.string().nullable().openapi({ description: "When it reached its final state (completed, failed, expired or cancelled)" }),
+    expires_at: z.string(),
+    result: z.unknown().openapi({ description: "What the device reported (any JSON), null until then" }),
+    error_message: z.string().nullable(),
+    created_by: z.string().nullable(),
+  })
+  .openapi("Command");
+
+export const QueueCommandBody = z
+  .object({
+    command_type: z.string().min(1).max(64)
+      .refine((v) => normaliseCommandType(v) !== undefined, "A command type is a name such as restart, shutdown, update_config or ping")
+      .openapi({ description: "restart, shutdown, update_config, ping or another type the device understands; REBOOT and UPDATE_CONFIG are accepted in any case", example: "REBOOT" }),
+    payload: z.record(z.string(), z.unknown()).optional()
+      .refine((p) => p === undefined || JSON.stringify(p).length <= MAX_PAYLOAD_BYTES, `payload is limited to ${MAX_PAYLOAD_BYTES / 1024} KB`),
+    ttl_seconds: z.number().int().min(1).max(MAX_TTL_S).optional()
+      .openapi({ description: `Time to live: an open command expires after it (default ${DEFAULT_TTL_S}, max ${MAX_TTL_S})` }),
+  })
+  .openapi("QueueCommandRequest");
+
+export const IdempotencyHeaders = z.object({
+  "idempotency-key": z.string().min(1).max(255).optional().openapi({
+    param: { name: "Idempotency-Key", in: "header" },
+    description: "Repeating a request with the same key for the same device returns the command it created instead of queueing another; the same key with a different body is 422",
+  }),
+});
+
+export const CommandListQuery = z.object({
+  status: z.enum(COMMAND_STATUSES).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  offset: z.coerce.number().int().min(0).default(0),
+});
+
+export const CommandList = z
+  .object({ commands: z.array(CommandSchema), total: z.number().int(), limit: z.number().int(), offset: z.number().int() })
+  .openapi("CommandList");
+
+export const PollQuery = z.object({
+  wait: z.coerce.number().min(0).default(0).openapi({
+    description: `Long poll: with nothing pending, wait up to this many seconds (at most ${MAX_WAIT_S}; larger values are capped) for a command to be queued`,
+    example: 25,
+  }),
+});
+
+export const PendingCommands = z.object({ commands: z.array(CommandSchema) }).openapi("PendingCommands");
+
+export const AckResponse = z
+  .object({ message: z.string(), command_id: z.string(), acknowledged_at: z.string().nullable() })
+  .openapi("CommandAck");
+
+export const StatusBody = z
+  .object({
+    status: z.string().min(1).max(32).openapi({ description: "completed or failed (success and failure are read the same way)", example: "completed" }),
+    result: z.unknown().optional().openapi({ description: "Result data (any JSON)" }),
+    error_message: z.string().max(4000).nullish(),
+    device_id: z.string().max(128).optional().openapi({ description: "When present it must equal X-Device-ID (403 otherwise)" }),
+    site_id: z.string().max(64).optional().openapi({ description: "Accepted and ignored" }),
+  })
+  .openapi("CommandStatusReport");
