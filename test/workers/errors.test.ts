@@ -1,4 +1,7 @@
-import { exports } from "cloudflare:workers";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { eq } from "drizzle-orm";
+import { createApp } from "../../src/app";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import * as schema from "../../src/db/schema";
@@ -181,5 +184,22 @@ describe("isUniqueViolation", () => {
     expect(isUniqueViolation(other)).toBe(false);
     expect(isUniqueViolation(new Error("boom"))).toBe(false);
     expect(isUniqueViolation(undefined)).toBe(false);
+  });
+});
+
+describe("unexpected failures", () => {
+  it("answer 500 {detail: Internal server error} without leaking, and are logged to error_logs", async () => {
+    const app = createApp();
+    app.get("/api/v1/__boom", () => { throw new Error("secret internals: db password hunter2"); });
+    const requestId = unique("boom-");
+    const ctx = createExecutionContext();
+    const res = await app.request("/api/v1/__boom", { headers: { "X-Request-Id": requestId } }, env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({ detail: "Internal server error" });
+    expect(res.headers.get("X-Request-Id")).toBe(requestId);
+    const row = await db().select().from(schema.errorLogs).where(eq(schema.errorLogs.requestId, requestId)).get();
+    expect(row).toMatchObject({ category: "api", severity: "error", errorMessage: expect.stringContaining("secret internals"), context: { method: "GET", path: "/api/v1/__boom" } });
+    expect(row!.stackTrace).toContain("Error");
   });
 });
