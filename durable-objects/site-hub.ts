@@ -15,6 +15,7 @@ import { SseChannel, acceptSubscriber, closeQuietly, handleClientMessage, openSo
 import { classify } from "../src/services/audit";
 import { D1Outbox, OUTBOX_FLUSH_MS, OUTBOX_SCHEMA } from "./outbox";
 import { COMMANDS_SCHEMA, CommandQueue, MAX_WAIT_S, type AckBody, type CommandRecord, type CommandReport, type CommandStatus, type Outcome, type QueueInput } from "./commands";
+import { JOBS_SCHEMA, JobRunner, type JobSpec, type JobStatus } from "./jobs";
 
 const PRUNE_EVERY_MS = 6 * 3_600_000;
 
@@ -53,6 +54,7 @@ export class SiteHub extends DurableObject<Env> {
   protected readonly limiter = new DeviceRateLimiter();
   protected readonly outbox: D1Outbox;
   protected readonly commands: CommandQueue;
+  protected readonly jobs: JobRunner;
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
   private alarmAt: number | null | undefined;
@@ -70,11 +72,19 @@ export class SiteHub extends DurableObject<Env> {
     this.agents = new Agents(this.sql, failureRateFromEnv(env as unknown as Record<string, unknown>));
     // Subscribers' keep-alive `ping` is answered without waking the hub from hibernation.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
-    this.sql.exec(OUTBOX_SCHEMA + COMMANDS_SCHEMA);
+    this.sql.exec(OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA);
     this.outbox = new D1Outbox(this.sql, () => this.env.DB);
     this.commands = new CommandQueue(this.sql, {
       siteId: () => this.siteId,
       outbox: this.outbox,
+      emit: (type, data) => { this.emit(type, data); },
+      onTransition: (row, now) => this.jobs.onCommandTransition(row, now),
+    });
+    this.jobs = new JobRunner(this.sql, {
+      siteId: () => this.siteId,
+      outbox: this.outbox,
+      commands: this.commands,
+      d1: () => this.env.DB,
       emit: (type, data) => { this.emit(type, data); },
     });
   }
@@ -299,6 +309,42 @@ export class SiteHub extends DurableObject<Env> {
     return this.outbox.added - before;
   }
 
+  /** A job just created in D1: the hub starts it at once through its alarm (within a second or two). */
+  async scheduleJob(siteId: string, spec: JobSpec): Promise<void> {
+    this.bind(siteId);
+    const now = Date.now();
+    this.jobs.schedule(spec, now);
+    await this.ensureAlarm(now, now);
+  }
+
+  /**
+   * Cron re-drive of a job D1 shows as queued or sent: adopts it when this hub never heard of it,
+   * starts or times out what is due now, and writes the outcome. Idempotent. Null: no such job here.
+   */
+  async driveJob(siteId: string, jobId: string): Promise<JobStatus | null> {
+    this.bind(siteId);
+    const status = await this.jobs.adopt(jobId);
+    if (status === undefined) return null;
+    await this.jobs.onAlarm(Date.now());
+    await this.outbox.flushQuietly();
+    await this.ensureAlarm(Date.now());
+    return this.jobs.run(jobId)?.status ?? status;
+  }
+
+  /** Cancels a queued or sent job and its open commands; D1 is written before this returns. */
+  async cancelJob(siteId: string, jobId: string, by: { userId: number | null; name: string }): Promise<Outcome<{ status: JobStatus }>> {
+    this.bind(siteId);
+    const status = await this.jobs.adopt(jobId);
+    if (status === undefined) return { ok: false, error: { status: 404, detail: "Job not found" } };
+    if (!this.jobs.run(jobId)) return { ok: false, error: { status: 409, detail: `Job ${jobId} is already ${status}` } };
+    const now = Date.now();
+    const outcome = this.jobs.cancel(jobId, now, by.userId, by.name);
+    if (!outcome.ok) return { ok: false, error: { status: 409, detail: `Job ${jobId} is already ${outcome.status}` } };
+    await this.outbox.flush();
+    await this.ensureAlarm(now);
+    return { ok: true, value: { status: outcome.status } };
+  }
+
   /** After a call changed something: flush D1 now (`flush`) or within the outbox window, and keep the alarm right. */
   private async afterCommandChange(now: number, outboxBefore: number, flush: boolean) {
     if (this.outbox.added === outboxBefore) return;
@@ -312,6 +358,8 @@ export class SiteHub extends DurableObject<Env> {
 
   private commandTimedParts(): TimedPart[] {
     return [
+      // Jobs first: a job past its deadline times out before its commands' own TTL could fail it.
+      { nextWake: () => this.jobs.nextWake(), onAlarm: (now) => this.jobs.onAlarm(now) },
       { nextWake: () => this.commands.nextWake(), onAlarm: async (now) => this.commands.onAlarm(now) },
       // Last: whatever the parts above wrote for D1 goes out in one batch.
       { nextWake: (now) => this.outbox.nextWake(now), onAlarm: async () => { await this.outbox.flushQuietly(); } },
@@ -404,7 +452,8 @@ export class SiteHub extends DurableObject<Env> {
   async agentSeries(siteId: string, device: AgentDevice, request: SeriesRequest) {
     this.bind(siteId);
     return this.withAgentWork((work, now) => {
-      if (device.source === "simulated") this.liveAgent(device, now, work);
+      // History stays readable for a suspended device; only a running agent is brought up to date.
+      if (device.source === "simulated" && device.lifecycleState === "active") this.liveAgent(device, now, work);
       return this.series(device.deviceId, request, now);
     });
   }
