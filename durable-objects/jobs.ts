@@ -390,7 +390,7 @@ export class JobRunner {
     const late = this.sql.exec<RunRow>("SELECT * FROM job_runs WHERE status IN ('queued', 'sent') AND deadline_ms <= ?", now).toArray();
     for (const run of late) {
       const spec = JSON.parse(run.spec) as JobSpec;
-      const deadlineS = Math.round((run.deadline_ms - Date.parse(spec.createdAt)) / 1000);
+      const deadlineS = Math.round((Date.parse(spec.deadlineAt) - Date.parse(spec.createdAt)) / 1000);
       this.stop(run, "timeout", now, `Timed out after ${deadlineS} s`);
     }
     const due = this.sql.exec<{ job_id: string }>("SELECT job_id FROM job_runs WHERE status = 'queued' AND start_due_ms <= ?", now).toArray();

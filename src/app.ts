@@ -18,6 +18,7 @@ import { deviceRoutes, siteDeviceRoutes } from "./routes/devices/routes";
 import { siteEnrolmentRoutes } from "./routes/devices/site-routes";
 import { agentRoutes, deviceMetricsRoutes } from "./routes/agent/routes";
 import { commandRoutes, deviceCommandRoutes } from "./routes/commands/routes";
+import { jobRoutes, siteJobRoutes } from "./routes/jobs/routes";
 
 const REQUEST_BODY_LIMIT = 1024 * 1024;
 
@@ -57,6 +58,10 @@ export function createApp() {
   app.route("/devices", deviceCommandRoutes({ legacy: true }));
   app.route("/api/v1/commands", commandRoutes({ legacy: false }));
   app.route("/commands", commandRoutes({ legacy: true }));
+  app.route("/api/v1/jobs/sites", siteJobRoutes({ legacy: false }));
+  app.route("/sites", siteJobRoutes({ legacy: true }));
+  app.route("/api/v1/jobs", jobRoutes({ legacy: false }));
+  app.route("/jobs", jobRoutes({ legacy: true }));
   app.route("/api/v1/devices", deviceRoutes({ legacy: false }));
   app.route("/devices", deviceRoutes({ legacy: true }));
   app.route("/api/v1/agent", agentRoutes({ legacy: false }));
@@ -99,6 +104,7 @@ export function createApp() {
       { name: "Device calls", description: "Calls terminals make with X-Device-ID and X-API-Key" },
       { name: "Enrolment", description: "Bootstrap keys and enrolment statistics" },
       { name: "Commands", description: "Device commands: queued by operators, polled, acknowledged and reported by devices (at-least-once, leased)" },
+      { name: "Jobs", description: "Work orders for a site's devices, fanned out as commands by the site's hub" },
     ],
   });
 

@@ -4,6 +4,7 @@ import * as schema from "./db/schema";
 import type { Env } from "./env";
 import { runIntentMaintenance } from "./services/intents";
 import { runCommandMaintenance } from "./services/commands";
+import { runJobMaintenance } from "./services/jobs";
 
 const RETENTION_DAYS = 90;
 
@@ -20,4 +21,6 @@ export async function runScheduled(env: Env, now: Date) {
   await runIntentMaintenance(env, db, now);
   // Device commands past their TTL that their site hub has not swept (its alarm is the first line).
   await runCommandMaintenance(env, db, now);
+  // Jobs stuck in queued (never handed to their hub) or sent (hub evicted, deadline passed) are re-driven.
+  await runJobMaintenance(env, db, now);
 }

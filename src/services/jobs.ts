@@ -1,0 +1,155 @@
+import { and, asc, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
+import type { AuthUser, Db, Env } from "../env";
+import { auditLogs, devices, jobExecutions, jobs } from "../db/schema";
+import { notFound, unprocessable } from "../lib/errors";
+import { newJobId } from "../lib/ids";
+import { DEFAULT_DEADLINE_S, specFromRow, type JobStatus } from "../../durable-objects/jobs";
+import type { SiteHub } from "../../durable-objects/site-hub";
+import { accessibleSiteIds, authorizeSite } from "./access";
+import { auditValues } from "./audit";
+import { siteHub } from "./live";
+import { unwrap } from "./commands";
+
+type JobHub = Pick<SiteHub, "scheduleJob" | "driveJob" | "cancelJob">;
+const jobHub = (env: Env, siteId: string) => siteHub(env, siteId) as unknown as JobHub;
+
+export type JobRow = typeof jobs.$inferSelect;
+export type ExecutionRow = typeof jobExecutions.$inferSelect;
+
+export interface CreateJobInput {
+  action: string;
+  description?: string;
+  priority: "high" | "medium" | "low";
+  target_device_ids?: string[];
+  device_type?: string;
+  config_url?: string;
+  config_version?: string;
+  deadline_s?: number;
+}
+
+/**
+ * Stores the job (queued) with its job_created audit row in one batch, then hands it to the site's
+ * hub, which starts it within a second or two. If the hand-off fails the job stays queued in D1 and
+ * the minute cron re-drives it.
+ */
+export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string, input: CreateJobInput, request?: Request) {
+  await authorizeSite(db, user, siteId, "operator", request);
+  const targets = input.target_device_ids ? [...new Set(input.target_device_ids)] : null;
+  if (targets) {
+    const found = await db.select({ deviceId: devices.deviceId }).from(devices)
+      .where(and(eq(devices.siteId, siteId), sql`${devices.deviceId} IN (SELECT value FROM json_each(${JSON.stringify(targets)}))`)).all();
+    const known = new Set(found.map((d) => d.deviceId));
+    const missing = targets.filter((id) => !known.has(id));
+    if (missing.length) {
+      throw unprocessable([{ loc: ["body", "target_device_ids"], msg: `Not devices of site ${siteId}: ${missing.slice(0, 10).join(", ")}${missing.length > 10 ? ", …" : ""}`, type: "value_error" }]);
+    }
+  }
+  const jobId = newJobId();
+  const created = new Date();
+  const createdAt = created.toISOString();
+  const deadlineAt = new Date(created.getTime() + (input.deadline_s ?? DEFAULT_DEADLINE_S) * 1000).toISOString();
+  const [[row]] = await db.batch([
+    db.insert(jobs).values({
+      jobId, siteId, action: input.action, description: input.description ?? null, priority: input.priority, status: "queued",
+      configUrl: input.config_url ?? null, configVersion: input.config_version ?? null, targetDeviceIds: targets,
+      deviceType: input.device_type ?? null, deadlineAt, createdBy: user.email, createdAt, updatedAt: createdAt,
+    }).returning(),
+    db.insert(auditLogs).values({
+      ...auditValues({
+        eventType: "job_created", description: `Job ${jobId} (${input.action}) created for site ${siteId}`,
+        userId: user.id, siteId, jobId, metadata: { action: input.action, priority: input.priority }, request,
+      }),
+      createdAt,
+    }),
+  ]);
+  try {
+    await jobHub(env, siteId).scheduleJob(siteId, specFromRow(row));
+  } catch (error) {
+    console.error(`job ${jobId}: hand-off to the site hub failed; the cron re-drives it`, error);
+  }
+  return row;
+}
+
+async function findJob(db: Db, jobId: string) {
+  const row = await db.select().from(jobs).where(eq(jobs.jobId, jobId)).get();
+  if (!row) throw notFound(`Job with ID '${jobId}' not found`);
+  return row;
+}
+
+export async function executionsOf(db: Db, jobId: string) {
+  return db.select().from(jobExecutions).where(eq(jobExecutions.jobId, jobId)).orderBy(asc(jobExecutions.deviceId)).all();
+}
+
+/** Execution counts: `failed` includes expired commands; `cancelled` ones are counted apart. */
+export function countExecutions(rows: Pick<ExecutionRow, "status">[]) {
+  const counts = { total: rows.length, succeeded: 0, failed: 0, pending: 0, cancelled: 0 };
+  for (const r of rows) {
+    if (r.status === "completed") counts.succeeded++;
+    else if (r.status === "failed" || r.status === "expired") counts.failed++;
+    else if (r.status === "cancelled") counts.cancelled++;
+    else counts.pending++;
+  }
+  return counts;
+}
+
+export async function readJob(db: Db, user: AuthUser, jobId: string, request?: Request) {
+  const job = await findJob(db, jobId);
+  await authorizeSite(db, user, job.siteId, "viewer", request);
+  return { job, executions: await executionsOf(db, jobId) };
+}
+
+export async function listJobs(db: Db, user: AuthUser, q: { siteId?: string; status?: JobStatus; limit: number; offset: number }, request?: Request) {
+  let siteFilter: SQL | undefined;
+  if (q.siteId) {
+    await authorizeSite(db, user, q.siteId, "viewer", request);
+    siteFilter = eq(jobs.siteId, q.siteId);
+  } else {
+    const visible = await accessibleSiteIds(db, user);
+    if (visible && !visible.length) return { rows: [], total: 0 };
+    if (visible) siteFilter = sql`${jobs.siteId} IN (SELECT value FROM json_each(${JSON.stringify(visible)}))`;
+  }
+  const where = and(siteFilter, q.status ? eq(jobs.status, q.status) : undefined);
+  const [rows, count] = await Promise.all([
+    db.select().from(jobs).where(where).orderBy(desc(jobs.createdAt), desc(jobs.id)).limit(q.limit).offset(q.offset).all(),
+    db.select({ n: sql<number>`count(*)` }).from(jobs).where(where).get(),
+  ]);
+  return { rows, total: count?.n ?? 0 };
+}
+
+/** Cancels a queued or sent job through its hub (which cancels its open commands); 409 once finished. */
+export async function cancelJob(env: Env, db: Db, user: AuthUser, jobId: string, request?: Request) {
+  const job = await findJob(db, jobId);
+  await authorizeSite(db, user, job.siteId, "operator", request);
+  unwrap(await jobHub(env, job.siteId).cancelJob(job.siteId, jobId, { userId: user.id, name: user.email }));
+  return { job: await findJob(db, jobId), executions: await executionsOf(db, jobId) };
+}
+
+// ---- cron -----------------------------------------------------------------------------------
+
+/** A hub starts a job within a second or two; one still queued after this was never handed over. */
+const QUEUED_STUCK_MS = 30_000;
+/** A sent job its hub has not touched for this long is poked (adopted again if the hub lost it). */
+const SENT_IDLE_MS = 5 * 60_000;
+const REDRIVE_PER_RUN = 100;
+
+/**
+ * The minute cron's job sweep: jobs still `queued` after 30 s, and `sent` jobs past their deadline
+ * or untouched for 5 minutes, are re-driven through their site's hub (which starts, completes or
+ * times them out). Idempotent: a job the hub already handled is only looked at.
+ */
+export async function runJobMaintenance(env: Env, db: Db, now: Date) {
+  const t = now.getTime();
+  const stuck = await db.select({ jobId: jobs.jobId, siteId: jobs.siteId }).from(jobs).where(or(
+    and(eq(jobs.status, "queued"), lt(jobs.createdAt, new Date(t - QUEUED_STUCK_MS).toISOString())),
+    and(eq(jobs.status, "sent"), or(lt(jobs.deadlineAt, now.toISOString()), lt(jobs.updatedAt, new Date(t - SENT_IDLE_MS).toISOString()))),
+  )).orderBy(asc(jobs.createdAt)).limit(REDRIVE_PER_RUN).all();
+  const results: Record<string, JobStatus | null> = {};
+  for (const { jobId, siteId } of stuck) {
+    try {
+      results[jobId] = await jobHub(env, siteId).driveJob(siteId, jobId);
+    } catch (error) {
+      console.error(`re-drive of job ${jobId} failed`, error);
+    }
+  }
+  return results;
+}
