@@ -29,6 +29,13 @@ const UNAUTHENTICATED_PATTERNS = [/^POST \/.*\/claim$/, /^POST \/(api\/v1\/)?dev
 const mayBeAnonymous = (op: string) => UNAUTHENTICATED.includes(op) || UNAUTHENTICATED_PATTERNS.some((re) => re.test(op));
 
 const SERVICE_ROOT = new Set(["/", "/health", "/status", "/version"]);
+// DESIGN.md §3 Path forms: device-side paths of the replaced service that keep answering under /api/v1.
+const V1_COMPATIBILITY = [
+  /^\/api\/v1\/agent\/(device-dna|heartbeat|telemetry)$/,
+  /^\/api\/v1\/devices\/\{[^}]+\}\/commands\/\{[^}]+\}\/ack$/,
+  /^\/api\/v1\/devices\/\{[^}]+\}\/status$/,
+  /^\/api\/v1\/devices\/bootstrap-provision$/,
+];
 
 /** Hono's `/a/:id{[0-9]+}/b/` → OpenAPI's `/a/{id}/b`. */
 const normalise = (path: string) => {
@@ -134,10 +141,11 @@ describe("OpenAPI document", () => {
     }
   });
 
-  it("marks unversioned compatibility paths deprecated, and only those", () => {
+  it("marks unversioned paths deprecated, and versioned ones only when DESIGN lists them as compatibility forms", () => {
     for (const { key, path, op } of operations()) {
-      const legacy = !path.startsWith("/api/") && !SERVICE_ROOT.has(path);
-      expect(op.deprecated ?? false, key).toBe(legacy);
+      const unversioned = !path.startsWith("/api/") && !SERVICE_ROOT.has(path);
+      if (unversioned) expect(op.deprecated, key).toBe(true);
+      else if (op.deprecated) expect(V1_COMPATIBILITY.some((re) => re.test(path)), `${key} is deprecated`).toBe(true);
     }
   });
 });
