@@ -477,7 +477,7 @@ export class Agents {
       `INSERT INTO agents (device_id, device_type, seed, failure_rate, state, state_since_ms, config_version, configuration, boot_ms, sim_at_ms, created_ms)
        VALUES (?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?)`,
       identity.deviceId, identity.deviceType, seedOf(identity.deviceId), this.defaultFailureRate, now, INITIAL_CONFIG_VERSION,
-      JSON.stringify(DEFAULT_CONFIGURATION), bootMs, now, identity.createdMs || now,
+      JSON.stringify(DEFAULT_CONFIGURATION), bootMs, now - TELEMETRY_PERIOD_MS, identity.createdMs || now,
     );
     return { row: this.get(identity.deviceId)!, created: true };
   }
@@ -654,7 +654,7 @@ export class Agents {
   /** Error events bucketed by time (for the errors series). */
   errorBuckets(deviceId: string, sinceMs: number, bucketMs: number) {
     return this.sql.exec<{ bucket: number; n: number }>(
-      "SELECT (at_ms / ?) * ? AS bucket, count(*) AS n FROM agent_events WHERE device_id = ? AND at_ms >= ? AND level = 'error' GROUP BY bucket ORDER BY bucket",
+      "SELECT (at_ms / CAST(? AS INTEGER)) * CAST(? AS INTEGER) AS bucket, count(*) AS n FROM agent_events WHERE device_id = ? AND at_ms >= ? AND level = 'error' GROUP BY bucket ORDER BY bucket",
       bucketMs, bucketMs, deviceId, sinceMs,
     ).toArray();
   }

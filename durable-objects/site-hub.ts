@@ -725,7 +725,7 @@ export class SiteHub extends DurableObject<Env> {
   private series(deviceId: string, request: SeriesRequest, now: number) {
     const fromIso = new Date(request.fromMs).toISOString();
     const b = request.bucketMs;
-    const bucketOf = "(CAST(strftime('%s', recorded_at) AS INTEGER) * 1000 / ?) * ?";
+    const bucketOf = "(CAST(strftime('%s', recorded_at) AS INTEGER) * 1000 / CAST(? AS INTEGER)) * CAST(? AS INTEGER)";
     if (request.kind === "metrics") {
       const rows = this.sql.exec<Record<string, number | null>>(
         `SELECT ${bucketOf} AS bucket, count(*) AS samples,
@@ -948,6 +948,13 @@ export class SiteHub extends DurableObject<Env> {
 
   async webSocketError(ws: WebSocket) {
     closeQuietly(ws, 1011, "error");
+  }
+
+  /** Where the site's stream is: the last seq published and the oldest still replayable. */
+  async liveHead(siteId: string): Promise<{ last_seq: number; oldest_seq: number }> {
+    this.bind(siteId);
+    const last = this.sql.exec<{ seq: number | null }>("SELECT max(seq) AS seq FROM live_events").one().seq ?? 0;
+    return { last_seq: last, oldest_seq: this.live.oldestSeq() };
   }
 
   /** Who is connected (for tests, the bench and operators). */

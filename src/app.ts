@@ -17,6 +17,9 @@ import { intentClaimRoutes, siteIntentRoutes } from "./routes/intents/routes";
 import { deviceRoutes, siteDeviceRoutes } from "./routes/devices/routes";
 import { siteEnrolmentRoutes } from "./routes/devices/site-routes";
 import { agentRoutes, deviceMetricsRoutes } from "./routes/agent/routes";
+import { agentsRoutes } from "./routes/agents/routes";
+import { deviceHealthRoutes } from "./routes/device-health/routes";
+import { liveRoutes } from "./routes/live/routes";
 import { commandRoutes, deviceCommandRoutes } from "./routes/commands/routes";
 import { jobRoutes, siteJobRoutes } from "./routes/jobs/routes";
 
@@ -64,6 +67,11 @@ export function createApp() {
   app.route("/jobs", jobRoutes({ legacy: true }));
   app.route("/api/v1/devices", deviceRoutes({ legacy: false }));
   app.route("/devices", deviceRoutes({ legacy: true }));
+  app.route("/api/v1/devices", deviceHealthRoutes({ legacy: false }));
+  app.route("/devices", deviceHealthRoutes({ legacy: true }));
+  app.route("/api/v1/agents", agentsRoutes({ legacy: false }));
+  app.route("/agents", agentsRoutes({ legacy: true }));
+  app.route("/api/v1/sites", liveRoutes());
   app.route("/api/v1/agent", agentRoutes({ legacy: false }));
   app.route("/agent", agentRoutes({ legacy: true }));
   app.route("/api/v1/analytics", deviceMetricsRoutes());
@@ -103,6 +111,8 @@ export function createApp() {
       { name: "Devices", description: "The device registry" },
       { name: "Device calls", description: "Calls terminals make with X-Device-ID and X-API-Key" },
       { name: "Enrolment", description: "Bootstrap keys and enrolment statistics" },
+      { name: "Agents", description: "Device agents: lifecycle state, health, pushes and their metrics, transactions and errors series (simulated agents run in their site's hub)" },
+      { name: "Live", description: "The site's live channel: WebSocket and server-sent events of every change (device status, heartbeats, metrics, agents, commands, jobs, intents)" },
       { name: "Commands", description: "Device commands: queued by operators, polled, acknowledged and reported by devices (at-least-once, leased)" },
       { name: "Jobs", description: "Work orders for a site's devices, fanned out as commands by the site's hub" },
     ],

@@ -6,6 +6,7 @@ import {
   authorizeDevice, bootstrapProvision, createSiteDevice, currentEpoch, listAccessibleDevices, listSiteDevices,
   provisionDevice, rotateDeviceKey, setLifecycle, updateDevice,
 } from "../../services/devices";
+import { startSimulatedAgent } from "../../services/agents";
 import * as s from "./schema";
 
 const TAGS = ["Devices"];
@@ -192,6 +193,7 @@ export function siteDeviceRoutes({ legacy }: { legacy: boolean }) {
         osVersion: body.os_version,
         deviceSource: body.device_source,
       }, c.req.raw);
+      await startSimulatedAgent(c.env, r.device);
       return c.json({
         message: "Device registered successfully",
         device_id: r.deviceId,
