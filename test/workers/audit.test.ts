@@ -306,6 +306,24 @@ describe("recording custom events", () => {
     expect((await call("/api/v1/audit/events", { method: "POST", token: owner.token, body: { ...body, site_id: "NO-SUCH-SITE" } })).status).toBe(404);
   });
 
+  it("attributes an event to a device only for someone who operates the device's site", async () => {
+    const owner = await signup();
+    const stranger = await signup();
+    const siteId = await createSite(owner.token);
+    const otherSite = await createSite(owner.token);
+    const deviceId = unique("DEV-");
+    await db().insert(schema.devices).values({ deviceId, siteId, name: "Till" });
+    const post = (token: string, body: Record<string, unknown>) => call("/api/v1/audit/events", { method: "POST", token, body });
+    expect((await post(stranger.token, { event_type: "transaction_processed", device_id: deviceId })).status).toBe(403);
+    expect((await post(owner.token, { event_type: "transaction_processed", device_id: "NO-SUCH-DEVICE" })).status).toBe(404);
+    expect((await post(owner.token, { event_type: "transaction_processed", device_id: deviceId, site_id: otherSite })).status).toBe(422);
+    const ok = await post(owner.token, { event_type: "transaction_processed", device_id: deviceId });
+    expect(ok.status).toBe(201);
+    expect(ok.json).toMatchObject({ device_id: deviceId, site_id: siteId });
+    const rows = await db().select().from(schema.auditLogs).where(eq(schema.auditLogs.deviceId, deviceId)).all();
+    expect(rows.map((r) => r.userId)).toEqual([owner.id]);
+  });
+
   it("validates the body", async () => {
     const user = await signup();
     for (const body of [{}, { event_type: "Has Spaces" }, { event_type: "ok", severity: "loud" }, { event_type: "ok", metadata: "text" }, { event_type: "ok", category: "made_up" }]) {

@@ -2,10 +2,11 @@ import { z } from "@hono/zod-openapi";
 import { and, gte, eq, sql } from "drizzle-orm";
 import { apiRequestLogs } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { forbidden, unprocessable } from "../../lib/errors";
+import { forbidden, notFound, unprocessable } from "../../lib/errors";
 import { parseDuration } from "../../lib/time";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { accessibleSiteIds, authorizeSite } from "../../services/access";
+import { findDevice } from "../../services/devices";
 import { CATEGORIES, auditStatistics, classify, listAuditEvents, recordAudit, type AuditRow } from "../../services/audit";
 
 const TAGS = ["Audit"];
@@ -138,7 +139,7 @@ export function auditRoutes({ legacy }: { legacy: boolean }) {
     apiRoute({
       method: "post", path: "/events", auth: "user", deprecated, tags: TAGS,
       summary: "Record a custom event",
-      description: "For business events such as `transaction_processed`. Event types the service emits itself (security, system, device, job and site events) are reserved to administrators; naming a site requires the operator role on it.",
+      description: "For business events such as `transaction_processed`. Event types the service emits itself (security, system, device, job and site events) are reserved to administrators; naming a site requires the operator role on it. Naming a device requires the operator role on the device's site, and the event is attributed to that site (a different `site_id` is 422).",
       request: jsonBody(CustomEventBody),
       responses: { 201: jsonResponse(AuditEvent, "The recorded event") },
       errors: [403, 404],
@@ -150,14 +151,24 @@ export function auditRoutes({ legacy }: { legacy: boolean }) {
       if (!user.isAdmin && (!USER_CATEGORIES.has(category) || classify(body.event_type).category !== "business_events")) {
         throw forbidden(`Only administrators may record '${body.event_type}' events in category '${category}'`);
       }
-      if (body.site_id) await authorizeSite(c.var.db, user, body.site_id, "operator", c.req.raw);
+      // A device's trail may only be written by someone who operates its site; the event carries that site.
+      let siteId = body.site_id;
+      if (body.device_id) {
+        const device = await findDevice(c.var.db, body.device_id);
+        if (!device) throw notFound(`Device with ID '${body.device_id}' not found`);
+        if (siteId && siteId !== device.siteId) {
+          throw unprocessable([{ loc: ["body", "device_id"], msg: "The device does not belong to site_id", type: "value_error" }]);
+        }
+        siteId = device.siteId;
+      }
+      if (siteId) await authorizeSite(c.var.db, user, siteId, "operator", c.req.raw);
       const row = await recordAudit(c.var.db, {
         eventType: body.event_type,
         category: body.category,
         severity: body.severity,
         description: body.description,
         metadata: body.metadata,
-        siteId: body.site_id,
+        siteId,
         deviceId: body.device_id,
         sessionId: body.session_id,
         userId: user.id,
