@@ -46,7 +46,7 @@ export const QueueCommandBody = z
 
 export const IdempotencyHeaders = z.object({
   "idempotency-key": z.string().min(1).max(255).optional().openapi({
-    param: { name: "Idempotency-Key", in: "header" },
+    param: { name: "idempotency-key", in: "header" },
     description: "Repeating a request with the same key for the same device returns the command it created instead of queueing another; the same key with a different body is 422",
   }),
 });
