@@ -181,6 +181,25 @@ describe("jobs: the lifecycle", () => {
     expect(audits.map((a) => [a.jobId, a.userId])).toEqual([[jobId, owner.id]]);
   });
 
+  it("cancels a job still queued, even one its hub never received", async () => {
+    const { owner, siteId } = await simulatedSite(1);
+    const jobId = `job-${unique().slice(-12)}`;
+    const createdAt = new Date().toISOString();
+    await db().insert(schema.jobs).values({
+      jobId, siteId, action: "ping", priority: "medium", status: "queued", createdBy: owner.email, createdAt, updatedAt: createdAt,
+      deadlineAt: new Date(Date.now() + 600_000).toISOString(),
+    });
+    const cancelled = await call(`/api/v1/jobs/${jobId}/cancel`, { method: "POST", token: owner.token });
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(cancelled.json).toMatchObject({ status: "cancelled", started_at: null, result: { total: 0, pending: 0 }, executions: [] });
+    expect(cancelled.json.completed_at).not.toBeNull();
+    // Nothing starts it afterwards: not the hub's alarm, not the cron.
+    await runAlarm(siteId);
+    await runCron();
+    expect((await getJob(owner.token, jobId)).status).toBe("cancelled");
+    expect(await hubSql(siteId, "SELECT command_id FROM commands WHERE job_id = ?", jobId)).toEqual([]);
+  });
+
   it("completes at once, saying so, when no device matches; a finished job cannot be cancelled", async () => {
     const { owner, siteId } = await simulatedSite(1);
     const jobId = (await createJob(owner.token, siteId, { action: "ping", device_type: "kiosk" })).json.job_id;
