@@ -143,7 +143,7 @@ describe("live channel: costs", () => {
       await heartbeat(b.device_id, b.api_key);
     }
     await runAlarm(siteId);
-    const beats = await eventually(async () => { const m = s.messages.filter((e) => e.type === "device.heartbeat"); return m.length && m; });
+    const beats = await eventually(async () => { const m = s.messages.filter((e) => e.type === "device.heartbeat"); return m.length > 0 && m; });
     expect(beats).toHaveLength(1);
     expect(beats[0].data.count).toBe(2);
     expect(beats[0].data.devices.map((x: { device_id: string }) => x.device_id).sort()).toEqual([a.device_id, b.device_id].sort());
@@ -214,7 +214,7 @@ describe("live channel: server-sent events", () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);
     await heartbeat(d.device_id, d.api_key);
-    const online = (await hub(siteId).eventsSince(siteId, 0)).find((e) => e.type === "device.status")!;
+    const online = ((await hub(siteId).eventsSince(siteId, 0)) as unknown as Event[]).find((e) => e.type === "device.status")!;
     await heartbeat(d.device_id, d.api_key, { status: "error" });
 
     const res = await exports.default.fetch(new Request(`http://fleet.test/api/v1/sites/${siteId}/events`, {
