@@ -1,7 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import type { Db } from "../env";
 import { auditLogs, devices, lifecycleEpochs } from "../db/schema";
-import { conflict } from "../lib/errors";
+import { conflict, isUniqueViolation } from "../lib/errors";
 import { newDeviceId, newUuid, randomToken } from "../lib/ids";
 import { auditValues } from "./audit";
 import { hashSecret } from "./passwords";
@@ -92,8 +92,6 @@ export function registrationStatements(db: Db, prepared: PreparedRegistration, u
     })),
   ] as const;
 }
-
-export const isUniqueViolation = (error: unknown) => /UNIQUE constraint failed/i.test(String((error as Error)?.message ?? error));
 
 /** Registers a device in one atomic batch; a duplicate device_id is 409. */
 export async function registerDevice(db: Db, input: DeviceRegistrationInput, request?: Request) {

@@ -2,7 +2,7 @@ import { and, desc, eq, getTableColumns, inArray, is, lt, lte, sql, SQL } from "
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db, Env } from "../env";
 import { auditLogs, devices, enrolmentClaimFailures, enrolmentIntents, lifecycleEpochs } from "../db/schema";
-import { badRequest, conflict, notFound, tooManyRequests, unprocessable } from "../lib/errors";
+import { badRequest, conflict, notFound, tooManyRequests, unprocessable, isUniqueViolation } from "../lib/errors";
 import { newUuid, randomToken, sha256Hex } from "../lib/ids";
 import { auditValues, type AuditInput } from "./audit";
 import { deviceNameTaken, prepareRegistration } from "./device-registry";
@@ -178,7 +178,7 @@ export async function createIntent(env: Env, db: Db, siteId: string, input: Crea
     return { created: true, intent, claimToken };
   } catch (error) {
     // A concurrent create with the same idempotency key won the unique index: answer as a replay.
-    if (idempotencyKey && /UNIQUE constraint failed/i.test(String((error as Error)?.message ?? error))) {
+    if (idempotencyKey && isUniqueViolation(error)) {
       const existing = await replayIdempotent(db, siteId, idempotencyKey, fingerprint);
       if (existing) return { created: false, intent: existing };
     }

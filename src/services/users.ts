@@ -1,6 +1,6 @@
-import { eq } from "drizzle-orm";
+import { and, eq, gte, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
-import { users } from "../db/schema";
+import { auditLogs, users } from "../db/schema";
 import { badRequest, isUniqueViolation } from "../lib/errors";
 import { hashSecret } from "./passwords";
 
@@ -29,7 +29,8 @@ export async function createUser(
   input: { email: string; password: string; username?: string; fullName?: string },
 ): Promise<UserRow> {
   const email = input.email.toLowerCase();
-  const username = input.username ?? email.split("@")[0];
+  // A local part may hold characters a chosen username may not (o'brien@…): those become "_".
+  const username = input.username ?? email.split("@")[0].replace(/[^\w.@+-]/g, "_");
   if (await findUserByEmail(db, email)) throw badRequest("Email already registered");
   if (await db.select({ id: users.id }).from(users).where(eq(users.username, username)).get()) {
     throw badRequest("Username already taken");
@@ -53,4 +54,27 @@ export async function createUser(
 export async function deleteUserByEmail(db: Db, email: string): Promise<boolean> {
   const deleted = await db.delete(users).where(eq(users.email, email.toLowerCase())).returning({ id: users.id }).all();
   return deleted.length > 0;
+}
+
+export const LOGIN_FAILURE_LIMIT = 10;
+export const LOGIN_FAILURE_WINDOW_MS = 15 * 60_000;
+
+/**
+ * Failed logins for an e-mail address in the last 15 minutes, counted from the audit trail (every
+ * failure is audited there anyway). Keyed by account, not IP: a store's staff share one address,
+ * and an attacker has many.
+ */
+export async function recentLoginFailures(db: Db, email: string, now = Date.now()) {
+  const since = new Date(now - LOGIN_FAILURE_WINDOW_MS).toISOString();
+  const row = await db.select({ n: sql<number>`count(*)`, oldest: sql<string | null>`min(${auditLogs.createdAt})` })
+    .from(auditLogs)
+    .where(and(
+      eq(auditLogs.eventType, "login_failed"),
+      gte(auditLogs.createdAt, since),
+      sql`json_extract(${auditLogs.eventMetadata}, '$.email') = ${email.toLowerCase()}`,
+    ))
+    .get();
+  const count = row?.n ?? 0;
+  const retryAfterS = row?.oldest ? Math.max(1, Math.ceil((Date.parse(row.oldest) + LOGIN_FAILURE_WINDOW_MS - now) / 1000)) : 0;
+  return { count, retryAfterS };
 }

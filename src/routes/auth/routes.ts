@@ -3,12 +3,12 @@ import { setCookie } from "hono/cookie";
 import { eq } from "drizzle-orm";
 import { siteMemberships, tenantMemberships } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { ApiError, unauthorized } from "../../lib/errors";
+import { ApiError, unauthorized, tooManyRequests } from "../../lib/errors";
 import { ACCESS_TOKEN_COOKIE } from "../../middleware/auth";
 import { recordAudit } from "../../services/audit";
 import { decoyVerify, verifySecret } from "../../services/passwords";
 import { issueAccessToken } from "../../services/tokens";
-import { createUser, deleteUserByEmail, findUserByEmail } from "../../services/users";
+import { LOGIN_FAILURE_LIMIT, createUser, deleteUserByEmail, findUserByEmail, recentLoginFailures } from "../../services/users";
 import * as s from "./schema";
 
 const LOGIN_FAILED = "Incorrect email or password";
@@ -43,14 +43,18 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Log in with e-mail and password",
-    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time.",
+    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. After 10 failed logins for one e-mail address within 15 minutes, further attempts answer 429 with Retry-After until the window passes.",
     request: jsonBody(s.LoginBody),
     responses: { 200: jsonResponse(s.LoginResponse, "Logged in") },
-    errors: [401],
+    errors: [401, 429],
   }),
   async (c) => {
     const { email, password } = c.req.valid("json");
     const db = c.var.db;
+    const failures = await recentLoginFailures(db, email);
+    if (failures.count >= LOGIN_FAILURE_LIMIT) {
+      throw tooManyRequests("Too many failed logins for this account; try again later", failures.retryAfterS);
+    }
     const user = await findUserByEmail(db, email);
     const valid = user?.passwordHash && user.isActive ? await verifySecret(password, user.passwordHash) : await decoyVerify(password);
     if (!user || !valid) {
