@@ -25,6 +25,33 @@ import { jobRoutes, siteJobRoutes } from "./routes/jobs/routes";
 
 const REQUEST_BODY_LIMIT = 1024 * 1024;
 
+const DOCUMENT = {
+  openapi: "3.1.0",
+  info: {
+    title: "Fleet Edge API",
+    version: SERVICE_VERSION,
+    description: "Device fleet management for point-of-sale terminals grouped into sites. Errors are `{\"detail\": ...}`; validation errors list each problem as `{loc, msg, type}`. Unversioned paths are deprecated aliases of their `/api/v1` successors.",
+    license: { name: "Proprietary" },
+  },
+  servers: [{ url: "/", description: "This service" }],
+  tags: [
+    { name: "Service", description: "Status, health and documentation" },
+    { name: "Auth", description: "Users, passwords and tokens" },
+    { name: "Sites", description: "Sites (stores) and their health" },
+    { name: "Site members", description: "Who may do what on a site" },
+    { name: "Tenants", description: "Groups of sites with tenant-wide roles" },
+    { name: "Audit", description: "The audit trail" },
+    { name: "Enrolment intents", description: "Pre-provisioned enrolment: intents and their one-time claim tokens" },
+    { name: "Devices", description: "The device registry" },
+    { name: "Device calls", description: "Calls terminals make with X-Device-ID and X-API-Key" },
+    { name: "Enrolment", description: "Bootstrap keys and enrolment statistics" },
+    { name: "Agents", description: "Device agents: lifecycle state, health, pushes and their metrics, transactions and errors series (simulated agents run in their site's hub)" },
+    { name: "Live", description: "The site's live channel: WebSocket and server-sent events of every change (device status, heartbeats, metrics, agents, commands, jobs, intents)" },
+    { name: "Commands", description: "Device commands: queued by operators, polled, acknowledged and reported by devices (at-least-once, leased)" },
+    { name: "Jobs", description: "Work orders for a site's devices, fanned out as commands by the site's hub" },
+  ],
+};
+
 export function createApp() {
   const app = new OpenAPIHono<AppEnv>({ strict: false });
 
@@ -45,7 +72,7 @@ export function createApp() {
   }));
 
   app.route("/", rootRoutes);
-  app.route("/", docsRoutes);
+  app.route("/", docsRoutes(() => app.getOpenAPI31Document(DOCUMENT)));
   app.route("/api/v1/health", healthRoutes);
   app.route("/api/v1/auth", authRoutes);
   app.route("/api/v1/sites", siteRoutes({ legacy: false }));
@@ -92,31 +119,6 @@ export function createApp() {
     type: "apiKey", in: "header", name: "X-API-Key", description: "The device's API key, shown once at registration",
   });
 
-  app.doc31("/openapi.json", {
-    openapi: "3.1.0",
-    info: {
-      title: "Fleet Edge API",
-      version: SERVICE_VERSION,
-      description: "Device fleet management for point-of-sale terminals grouped into sites. Errors are `{\"detail\": ...}`; validation errors list each problem as `{loc, msg, type}`. Unversioned paths are deprecated aliases of their `/api/v1` successors.",
-    },
-    servers: [{ url: "/", description: "This service" }],
-    tags: [
-      { name: "Service", description: "Status, health and documentation" },
-      { name: "Auth", description: "Users, passwords and tokens" },
-      { name: "Sites", description: "Sites (stores) and their health" },
-      { name: "Site members", description: "Who may do what on a site" },
-      { name: "Tenants", description: "Groups of sites with tenant-wide roles" },
-      { name: "Audit", description: "The audit trail" },
-      { name: "Enrolment intents", description: "Pre-provisioned enrolment: intents and their one-time claim tokens" },
-      { name: "Devices", description: "The device registry" },
-      { name: "Device calls", description: "Calls terminals make with X-Device-ID and X-API-Key" },
-      { name: "Enrolment", description: "Bootstrap keys and enrolment statistics" },
-      { name: "Agents", description: "Device agents: lifecycle state, health, pushes and their metrics, transactions and errors series (simulated agents run in their site's hub)" },
-      { name: "Live", description: "The site's live channel: WebSocket and server-sent events of every change (device status, heartbeats, metrics, agents, commands, jobs, intents)" },
-      { name: "Commands", description: "Device commands: queued by operators, polled, acknowledged and reported by devices (at-least-once, leased)" },
-      { name: "Jobs", description: "Work orders for a site's devices, fanned out as commands by the site's hub" },
-    ],
-  });
 
   return app;
 }

@@ -16,19 +16,19 @@ type Operation = {
 type Doc = { openapi: string; info: { version: string }; paths: Record<string, Record<string, Operation>>; components: { securitySchemes: Record<string, unknown> } };
 
 const METHODS = ["get", "post", "put", "patch", "delete"];
-// Pages that serve the documentation itself rather than the API.
-const DOC_PAGES = new Set(["GET /docs", "GET /redoc", "GET /openapi.json"]);
+// The documentation pages are documented operations too.
+const DOC_PAGES = new Set<string>();
 
 // DESIGN.md §3 Auth matrix: the only operations that may go without credentials.
 const UNAUTHENTICATED = [
-  "GET /", "GET /health", "GET /status", "GET /version",
+  "GET /", "GET /health", "GET /status", "GET /version", "GET /docs", "GET /redoc", "GET /openapi.json",
   "GET /api/v1/health/status", "GET /api/v1/health/system-pulse",
   "POST /api/v1/auth/signup", "POST /api/v1/auth/login", "GET /api/v1/auth/login", "GET /api/v1/auth/callback",
 ];
 const UNAUTHENTICATED_PATTERNS = [/^POST \/.*\/claim$/, /^POST \/(api\/v1\/)?devices\/bootstrap-provision$/];
 const mayBeAnonymous = (op: string) => UNAUTHENTICATED.includes(op) || UNAUTHENTICATED_PATTERNS.some((re) => re.test(op));
 
-const SERVICE_ROOT = new Set(["/", "/health", "/status", "/version"]);
+const SERVICE_ROOT = new Set(["/", "/health", "/status", "/version", "/docs", "/redoc", "/openapi.json"]);
 // DESIGN.md §3 Path forms: device-side paths of the replaced service that keep answering under /api/v1.
 const V1_COMPATIBILITY = [
   /^\/api\/v1\/agent\/(device-dna|heartbeat|telemetry)$/,

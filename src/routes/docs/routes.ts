@@ -1,5 +1,5 @@
-import { Hono } from "hono";
-import type { AppEnv } from "../../env";
+import { z } from "@hono/zod-openapi";
+import { apiRoute, newRouter } from "../../lib/openapi";
 
 const page = (title: string, head: string, body: string) => `<!doctype html>
 <html lang="en">
@@ -29,7 +29,50 @@ const REDOC = page(
 <script src="/vendor/redoc/redoc.standalone.js"></script>`,
 );
 
-/** Documentation pages; their scripts are served from the Worker's static assets (public/vendor). */
-export const docsRoutes = new Hono<AppEnv>();
-docsRoutes.get("/docs", (c) => c.html(SWAGGER));
-docsRoutes.get("/redoc", (c) => c.html(REDOC));
+type Document = { paths?: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>> };
+
+const METHODS = new Set(["get", "put", "post", "delete", "patch", "head", "options", "trace"]);
+
+/** Gives every operation a stable, unique operationId (`get_api_v1_sites_site_id`) for client generators. */
+export function withOperationIds<D extends object>(document: D): D {
+  for (const [path, item] of Object.entries((document as Document).paths ?? {})) {
+    for (const [method, operation] of Object.entries(item)) {
+      if (!METHODS.has(method) || operation.operationId) continue;
+      const slug = path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+/g, "_").replace(/^_|_$/g, "");
+      operation.operationId = `${method}_${slug || "root"}`;
+    }
+  }
+  return document;
+}
+
+const html = (description: string) => ({ description, content: { "text/html": { schema: z.string() } } });
+
+/**
+ * The documentation: `/openapi.json` generated from the route declarations, Swagger UI at `/docs`
+ * and ReDoc at `/redoc`, whose scripts are served from the Worker's static assets (public/vendor),
+ * so they work without internet access.
+ */
+export function docsRoutes(buildDocument: () => object) {
+  const app = newRouter();
+  let cached: object | undefined;
+
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/openapi.json", auth: "none", tags: ["Service"], summary: "This OpenAPI 3.1 document",
+      responses: { 200: { description: "The document", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } } },
+    }),
+    (c) => {
+      cached ??= withOperationIds(buildDocument());
+      return c.json(cached as Record<string, unknown>, 200);
+    },
+  );
+  app.openapi(
+    apiRoute({ method: "get", path: "/docs", auth: "none", tags: ["Service"], summary: "Interactive API documentation (Swagger UI)", responses: { 200: html("Swagger UI") } }),
+    (c) => c.html(SWAGGER, 200),
+  );
+  app.openapi(
+    apiRoute({ method: "get", path: "/redoc", auth: "none", tags: ["Service"], summary: "API reference (ReDoc)", responses: { 200: html("ReDoc") } }),
+    (c) => c.html(REDOC, 200),
+  );
+  return app;
+}
