@@ -51,7 +51,6 @@ const withSubscriberAuth = <R extends object>(route: R): R => ({ ...route, middl
 /** The site's live channel: WebSocket, server-sent events and WebSocket tickets, under `/api/v1/sites`. */
 export function liveRoutes() {
   const app = newRouter();
-  app.openAPIRegistry.register("LiveEvent", LiveEventSchema);
 
   app.openapi(
     apiRoute({
@@ -80,7 +79,10 @@ export function liveRoutes() {
       ].join("\n\n"),
       request: { params: SiteParams, query: SubscribeQuery },
       responses: {
-        101: { description: "Switching Protocols: the WebSocket; messages are `LiveEvent` JSON (see components.schemas.LiveEvent)" },
+        101: {
+          description: "Switching Protocols: the WebSocket. Each message the server sends is one `LiveEvent` as JSON text (the schema below describes a message, not an HTTP body).",
+          content: { "application/json": { schema: LiveEventSchema } },
+        },
         200: jsonResponse(ChannelState, "No upgrade requested: the channel's position"),
       },
       errors: [403, 404],
