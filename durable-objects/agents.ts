@@ -511,9 +511,17 @@ export class Agents {
     this.sql.exec("UPDATE agents SET sim_at_ms = ? WHERE device_id = ?", t, deviceId);
   }
 
+  /**
+   * Remembers the agent's latest health check. Stored when the status or config version changed, or at
+   * most once a minute otherwise (the 2 s checks of a watched site would else rewrite every agent's row each tick).
+   */
   noteHealth(deviceId: string, record: HealthRecord, t: number): { changed: boolean; previous: string | null } {
     const row = this.get(deviceId);
     const previous = row?.health_status ?? null;
+    const sameVersion = !!row?.last_health && (JSON.parse(row.last_health) as HealthRecord).config_version === record.config_version;
+    if (previous === record.status && sameVersion && row?.checked_at_ms != null && t >= row.checked_at_ms && t - row.checked_at_ms < 60_000) {
+      return { changed: false, previous };
+    }
     this.sql.exec("UPDATE agents SET checked_at_ms = ?, health_status = ?, last_health = ? WHERE device_id = ?", t, record.status, JSON.stringify(record), deviceId);
     const changed = previous !== record.status;
     if (changed) this.sql.exec("UPDATE agents SET projected = 0 WHERE device_id = ?", deviceId);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { abortAllDurableObjects } from "cloudflare:test";
+import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { and, desc, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, db, signup } from "./helpers";
@@ -370,9 +370,14 @@ describe("series", () => {
   it("serves metrics, transactions and errors from the stored history, in regular buckets", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await simulatedDevice(owner.token, siteId);
-    // Three hours nobody looked: the next read generates what the agent reported meanwhile.
+    // Registered three hours ago and nobody looked since: the next read generates what the agent
+    // reported meanwhile (every 5 minutes for a gap this long) through the metrics delta path.
     const created = Date.now() - 3 * 3_600_000;
     await setAgent(siteId, d.device_id, { sim_at_ms: created, created_ms: created, boot_ms: created });
+    await runInDurableObject(hub(siteId), (_i, state) => {
+      state.storage.sql.exec("DELETE FROM metrics_history WHERE device_id = ?", d.device_id);
+      state.storage.sql.exec("DELETE FROM metrics_state WHERE device_id = ?", d.device_id);
+    });
     const metrics = await call(`/api/v1/agents/${d.device_id}/metrics?period=24h`, { token: owner.token });
     expect(metrics.status).toBe(200);
     expect(metrics.json).toMatchObject({ device_id: d.device_id, period: "24h", bucket_seconds: 3600 });
