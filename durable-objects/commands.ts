@@ -154,6 +154,17 @@ export interface CommandHost {
   emit(type: string, data: unknown): void;
   /** Called after every transition (jobs follow their commands through it). */
   onTransition?(row: CommandRow, now: number): void;
+  /**
+   * Runs a simulated command on the device's agent when it has one, so a restart reboots it and a
+   * config update drives its update lifecycle; undefined falls back to `simulatedRun`'s result.
+   */
+  runOnAgent?(row: CommandRow, run: SimulatedOutcome, now: number): SimulatedOutcome | undefined;
+}
+
+export interface SimulatedOutcome {
+  status: "completed" | "failed";
+  result?: unknown;
+  error?: string;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -421,7 +432,8 @@ export class CommandQueue {
         this.sql.exec("UPDATE commands SET sim_due_ms = NULL WHERE command_id = ?", row.command_id);
         continue;
       }
-      const run = simulatedRun(row);
+      const planned = simulatedRun(row);
+      const run = this.host.runOnAgent?.(row, planned, now) ?? planned;
       this.transition(row, run.status, now, {
         completed_ms: now, sim_due_ms: null, result: run.result === undefined ? null : JSON.stringify(run.result), error_message: run.error ?? null,
       }, { description: `Command ${row.command_type} ${run.status} on the simulated agent of ${row.device_id}${run.error ? `: ${run.error}` : ""}` });
@@ -504,9 +516,7 @@ export const SIMULATED_COMMAND_TYPES = ["restart", "shutdown", "update_config", 
  * (`latency_ms`), shutdown powers off in 1 s. Any other type fails at once: a simulated agent does
  * not know it.
  */
-export function simulatedRun(row: Pick<CommandRow, "command_id" | "command_type" | "payload">): {
-  durationMs: number; status: "completed" | "failed"; result?: unknown; error?: string;
-} {
+export function simulatedRun(row: Pick<CommandRow, "command_id" | "command_type" | "payload">): SimulatedOutcome & { durationMs: number } {
   const random = seeded(row.command_id);
   switch (row.command_type) {
     case "restart": {

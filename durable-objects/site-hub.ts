@@ -14,7 +14,7 @@ import {
 import { SseChannel, acceptSubscriber, closeQuietly, handleClientMessage, openSockets, parseSince, replayFrom, subscriberOf, type Subscriber } from "./live-socket";
 import { classify } from "../src/services/audit";
 import { D1Outbox, OUTBOX_FLUSH_MS, OUTBOX_SCHEMA } from "./outbox";
-import { COMMANDS_SCHEMA, CommandQueue, MAX_WAIT_S, type AckBody, type CommandRecord, type CommandReport, type CommandStatus, type Outcome, type QueueInput } from "./commands";
+import { COMMANDS_SCHEMA, CommandQueue, MAX_WAIT_S, type AckBody, type CommandRecord, type CommandReport, type CommandRow, type CommandStatus, type Outcome, type QueueInput, type SimulatedOutcome } from "./commands";
 import { JOBS_SCHEMA, JobRunner, type JobSpec, type JobStatus } from "./jobs";
 
 const PRUNE_EVERY_MS = 6 * 3_600_000;
@@ -79,6 +79,7 @@ export class SiteHub extends DurableObject<Env> {
       outbox: this.outbox,
       emit: (type, data) => { this.emit(type, data); },
       onTransition: (row, now) => this.jobs.onCommandTransition(row, now),
+      runOnAgent: (row, run, now) => this.runCommandOnAgent(row, run, now),
     });
     this.jobs = new JobRunner(this.sql, {
       siteId: () => this.siteId,
@@ -304,7 +305,7 @@ export class SiteHub extends DurableObject<Env> {
     this.bind(siteId);
     const now = Date.now();
     const before = this.outbox.added;
-    this.commands.onAlarm(now);
+    await this.withCommandAgentWork(() => this.commands.onAlarm(now));
     await this.afterCommandChange(now, before, true);
     return this.outbox.added - before;
   }
@@ -360,10 +361,52 @@ export class SiteHub extends DurableObject<Env> {
     return [
       // Jobs first: a job past its deadline times out before its commands' own TTL could fail it.
       { nextWake: () => this.jobs.nextWake(), onAlarm: (now) => this.jobs.onAlarm(now) },
-      { nextWake: () => this.commands.nextWake(), onAlarm: async (now) => this.commands.onAlarm(now) },
+      { nextWake: () => this.commands.nextWake(), onAlarm: (now) => this.withCommandAgentWork(() => this.commands.onAlarm(now)) },
       // Last: whatever the parts above wrote for D1 goes out in one batch.
       { nextWake: (now) => this.outbox.nextWake(now), onAlarm: async () => { await this.outbox.flushQuietly(); } },
     ];
+  }
+
+  /** Agent work done by simulated commands finishing, collected while the command queue runs. */
+  private commandAgentWork: AgentWork | undefined;
+
+  private async withCommandAgentWork(run: () => void) {
+    await this.withAgentWork((work) => {
+      this.commandAgentWork = work;
+      try {
+        run();
+      } finally {
+        this.commandAgentWork = undefined;
+      }
+    });
+  }
+
+  /**
+   * A simulated device's command acts on its agent: restart reboots it (fresh health check), and
+   * update_config starts the update lifecycle to the payload's config_version (or one derived from
+   * its settings). Commands the agent handles no differently keep the plain simulated result.
+   */
+  private runCommandOnAgent(row: CommandRow, run: SimulatedOutcome, now: number): SimulatedOutcome | undefined {
+    const work = this.commandAgentWork;
+    const agent = this.agents.get(row.device_id);
+    if (!work || !agent?.active) return undefined;
+    const device: AgentDevice = {
+      deviceId: agent.device_id, name: agent.device_id, deviceType: agent.device_type, source: "simulated", lifecycleState: "active",
+      createdAt: new Date(agent.created_ms).toISOString(), firmware: null, osType: null, osVersion: null, osDetails: null,
+    } as AgentDevice;
+    if (row.command_type === "restart") {
+      const reboot = this.rebootAgent(device, `command ${row.command_id}`, now, work);
+      return { status: "completed", result: { reboot_time_seconds: reboot.reboot_time_seconds, health_check: reboot.health_check, simulated: true } };
+    }
+    if (row.command_type === "update_config" && run.status === "completed") {
+      const payload = JSON.parse(row.payload) as Record<string, unknown>;
+      const settings = (run.result as { applied_settings?: Record<string, unknown> } | undefined)?.applied_settings ?? {};
+      const configVersion = typeof payload.config_version === "string" ? payload.config_version : undefined;
+      const outcome = this.push(device, { config: settings, config_version: configVersion, force: payload.force === true }, row.created_by, now, work);
+      if (!outcome.ok) return { status: "failed", error: outcome.error.detail };
+      return { status: "completed", result: { ...(run.result as object), agent: { status: outcome.value.status, config_version: outcome.value.config_version, state: outcome.value.state } } };
+    }
+    return undefined;
   }
 
   // ==== simulated agents and the live channel (issue 4: durable-objects/agents.ts, live-socket.ts) ====

@@ -3,6 +3,7 @@ import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, createSite, db, eventually, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice, siteWithOperator } from "./device-helpers";
+import { agentRow, setAgent } from "./agents-helpers";
 import {
   ack, alarmAt, auditOfType, commandAudit, flushHub, hubSql, liveEvents, poll, queueCommand, report, runAlarm, runCron,
 } from "./commands-helpers";
@@ -367,12 +368,38 @@ describe("command queue: simulated devices", () => {
     expect(p.result.latency_ms).toBeLessThanOrEqual(50);
     const r = await read(restart.command_id);
     expect(r).toMatchObject({ status: "completed", command_type: "restart" });
-    expect(Number.isInteger(r.result.reboot_time_seconds)).toBe(true);
+    expect(r.result.reboot_time_seconds).toBeGreaterThan(0);
     expect((await read(config.command_id)).result).toMatchObject({ applied_settings: { receipt_footer: "Thanks" } });
     expect(await read(unknown.command_id)).toMatchObject({ status: "failed", error_message: "Simulated agents do not support the command type 'collect_logs'" });
     await flushHub(siteId);
     expect((await commandAudit(ping.command_id)).map((a) => a.eventType))
       .toEqual(["command_queued", "command_delivered", "command_acknowledged", "command_completed"]);
     expect((await auditOfType(siteId, "command_failed")).map((a) => a.deviceId)).toEqual([sim.device_id]);
+  });
+});
+
+describe("command queue: simulated devices act on their agent", () => {
+  it("a restart command reboots a faulted agent healthy, and update_config starts its update", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const sim = await registerDevice(owner.token, siteId, { device_source: "simulated" });
+    await setAgent(siteId, sim.device_id, { fault: "Payment terminal link lost", fault_at_ms: Date.now(), failure_rate: 0 });
+    expect((await call(`/api/v1/devices/${sim.device_id}/health`, { token: owner.token })).json.health.status).toBe("unhealthy");
+
+    const restart = (await queueCommand(owner.token, sim.device_id, { command_type: "restart" })).json;
+    await hubSql(siteId, "UPDATE commands SET sim_due_ms = ? WHERE sim_due_ms IS NOT NULL", Date.now() - 1);
+    await runAlarm(siteId);
+    const done = (await call(`/api/v1/commands/${restart.command_id}`, { token: owner.token })).json;
+    expect(done).toMatchObject({ status: "completed", result: { health_check: { status: "healthy" } } });
+    expect((await agentRow(siteId, sim.device_id))).toMatchObject({ fault: null, boot_count: 1 });
+    expect((await call(`/api/v1/devices/${sim.device_id}/health`, { token: owner.token })).json.health.status).toBe("healthy");
+
+    const update = (await queueCommand(owner.token, sim.device_id, { command_type: "UPDATE_CONFIG", payload: { config_version: "7.1.0", settings: { tax_rate: 0.2 } } })).json;
+    await hubSql(siteId, "UPDATE commands SET sim_due_ms = ? WHERE sim_due_ms IS NOT NULL", Date.now() - 1);
+    await runAlarm(siteId);
+    const applied = (await call(`/api/v1/commands/${update.command_id}`, { token: owner.token })).json;
+    expect(applied).toMatchObject({ status: "completed", result: { applied_settings: { tax_rate: 0.2 }, agent: { status: "accepted" } } });
+    const agent = await agentRow(siteId, sim.device_id);
+    expect(agent.state).toBe("downloading");
+    expect(JSON.parse(agent.plan!)).toMatchObject({ target_version: "7.1.0" });
   });
 });
