@@ -111,6 +111,11 @@ export class SiteHub extends DurableObject<Env> {
 
   // ---- live channel -------------------------------------------------------------------------
 
+  /** Liveness probe for /api/v1/health/status: answers from the hub's own storage. */
+  async ping(): Promise<{ ok: true; events: number }> {
+    return { ok: true, events: this.live.oldestSeq() };
+  }
+
   /** Appends an event to the site's live stream and delivers it to current subscribers. */
   async publish(siteId: string, type: string, data: unknown): Promise<LiveEvent> {
     this.bind(siteId);

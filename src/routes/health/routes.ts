@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
 import { SERVICE_VERSION, isolateUptimeSeconds, systemPulse } from "../../services/system";
 import { STRESS_LIMITS, runStressTest } from "../../services/stress";
-import type { Db } from "../../env";
+import type { Db, Env } from "../../env";
 
 const TAGS = ["Service"];
 
@@ -11,6 +11,18 @@ async function databaseCheck(db: Db) {
   const started = Date.now();
   try {
     await db.run(sql`select 1`);
+    return { ok: true, latency_ms: Date.now() - started };
+  } catch (error) {
+    return { ok: false, latency_ms: Date.now() - started, error: String((error as Error).message ?? error) };
+  }
+}
+
+const HEALTH_PROBE_HUB = "__health-probe__";
+
+async function siteHubCheck(env: Env) {
+  const started = Date.now();
+  try {
+    await env.SITE_HUB.get(env.SITE_HUB.idFromName(HEALTH_PROBE_HUB)).ping();
     return { ok: true, latency_ms: Date.now() - started };
   } catch (error) {
     return { ok: false, latency_ms: Date.now() - started, error: String((error as Error).message ?? error) };
@@ -78,19 +90,20 @@ healthRoutes.openapi(
       uptime_seconds: z.number(),
       components: z.object({
         database: z.object({ status: z.enum(["up", "down"]), latency_ms: z.number(), error: z.string().optional() }),
-        site_hubs: z.object({ status: z.literal("up"), detail: z.string() }),
+        site_hubs: z.object({ status: z.enum(["up", "down"]), latency_ms: z.number(), error: z.string().optional() })
+          .openapi({ description: "A round trip to a Durable Object (the one reserved for this probe): the runtime that holds every site's live state" }),
       }),
     }).openapi("ServiceStatus"), "Status") } }),
   async (c) => {
-    const db = await databaseCheck(c.var.db);
+    const [db, hubs] = await Promise.all([databaseCheck(c.var.db), siteHubCheck(c.env)]);
     return c.json({
-      status: db.ok ? ("healthy" as const) : ("degraded" as const),
+      status: db.ok && hubs.ok ? ("healthy" as const) : ("degraded" as const),
       version: SERVICE_VERSION,
       timestamp: new Date().toISOString(),
       uptime_seconds: isolateUptimeSeconds(),
       components: {
         database: { status: db.ok ? ("up" as const) : ("down" as const), latency_ms: db.latency_ms, ...(db.error ? { error: db.error } : {}) },
-        site_hubs: { status: "up" as const, detail: "One Durable Object per site, created on first use" },
+        site_hubs: { status: hubs.ok ? ("up" as const) : ("down" as const), latency_ms: hubs.latency_ms, ...(hubs.error ? { error: hubs.error } : {}) },
       },
     }, 200);
   },
