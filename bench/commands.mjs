@@ -22,7 +22,8 @@ if (!process.env.BENCH_SKIP_BUILD) {
 }
 
 const baseline = await startBaseline();
-const service = await startService({ quiet: true });
+// Static assets off, as in bench/run.mjs: Miniflare emulates the platform's asset lookup with an extra worker hop.
+const service = await startService({ quiet: true, assets: false });
 const api = service.url;
 const d1 = await service.mf.getD1Database("DB");
 

@@ -29,7 +29,8 @@ const now = () => performance.timeOrigin + performance.now();
 const percentile = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : 0);
 const round = (v) => Math.round(v * 10) / 10;
 
-const service = await startService({ quiet: true });
+// Static assets off, as in bench/run.mjs: Miniflare emulates the platform's asset lookup with an extra worker hop.
+const service = await startService({ quiet: true, assets: false });
 const api = service.url;
 const wsApi = api.replace(/^http/, "ws");
 

@@ -1,8 +1,16 @@
 import { createMiddleware } from "hono/factory";
 import { drizzle } from "drizzle-orm/d1";
 import * as schema from "../db/schema";
-import type { AppEnv } from "../env";
+import type { AppEnv, Db } from "../env";
 import { loadConfig } from "../config";
+
+// Building a Drizzle client walks the whole schema; one per D1 binding is enough.
+const clients = new WeakMap<D1Database, Db>();
+function database(binding: D1Database): Db {
+  let db = clients.get(binding);
+  if (!db) clients.set(binding, (db = drizzle(binding, { schema })));
+  return db;
+}
 
 /** Request id, configuration and the database handle, available to everything after it as `c.var`. */
 export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
@@ -10,7 +18,7 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   const requestId = incoming && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : crypto.randomUUID();
   c.set("requestId", requestId);
   c.header("X-Request-Id", requestId);
-  c.set("db", drizzle(c.env.DB, { schema }));
+  c.set("db", database(c.env.DB));
   c.set("config", loadConfig(c.env));
   await next();
   c.header("X-Request-Id", requestId);
