@@ -3,21 +3,17 @@ import type { Env } from "../src/env";
 import { summariseSiteHealth, type SiteHealthDevice } from "../src/services/site-health";
 import { LIVE_SCHEMA, LiveRing, type LiveEvent } from "./live";
 import { DeviceRateLimiter, type RateLimited } from "./rate-limit";
-import { DEFAULT_INTERVAL_S, LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
+import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
 import { METRICS_SCHEMA, MetricsStore, policyFromEnv, type Sample, type StoreReason } from "./metrics";
 import {
-  AGENTS_SCHEMA, Agents, DEFAULT_FAILURE_RATE, HEALTH_CHECK_PERIOD_MS, bootIdOf, configVersionOf, healthAt, incidentsBetween, rand,
-  sampleAt, simulatedDiagnostics, telemetryTimes, type AgentDevice, type AgentRow, type AgentSnapshot, type AgentState, type AgentWork,
-  type DiagnosticComponent, type DiagnosticResult, type HealthRecord, type HubOutcome, type PartialHealth, type PushAction, type PushInput,
-  type PushResult, type SeriesRequest, type UpdatePlan,
+  AGENTS_SCHEMA, Agents, DEFAULT_FAILURE_RATE, type AgentDevice, type AgentSnapshot, type AgentState, type DiagnosticComponent, type HubOutcome,
+  type PartialHealth, type PushInput, type PushResult, type SeriesRequest,
 } from "./agents";
+import { AgentRuntime, PRUNE_EVERY_MS } from "./agent-runtime";
 import { SseChannel, acceptSubscriber, closeQuietly, handleClientMessage, openSockets, parseSince, replayFrom, subscriberOf, type Subscriber } from "./live-socket";
-import { classify } from "../src/services/audit";
 import { D1Outbox, OUTBOX_FLUSH_MS, OUTBOX_SCHEMA } from "./outbox";
-import { COMMANDS_SCHEMA, CommandQueue, MAX_WAIT_S, type AckBody, type CommandRecord, type CommandReport, type CommandRow, type CommandStatus, type Outcome, type QueueInput, type SimulatedOutcome } from "./commands";
+import { COMMANDS_SCHEMA, CommandQueue, MAX_WAIT_S, type AckBody, type CommandRecord, type CommandReport, type CommandStatus, type Outcome, type QueueInput } from "./commands";
 import { JOBS_SCHEMA, JobRunner, type JobSpec, type JobStatus } from "./jobs";
-
-const PRUNE_EVERY_MS = 6 * 3_600_000;
 
 /** AGENT_FAILURE_RATE: the share of simulated updates that fail (0–1, default 0.05). */
 function failureRateFromEnv(env: Record<string, unknown>): number {
@@ -55,6 +51,8 @@ export class SiteHub extends DurableObject<Env> {
   protected readonly outbox: D1Outbox;
   protected readonly commands: CommandQueue;
   protected readonly jobs: JobRunner;
+  protected readonly agents: Agents;
+  protected readonly agentRuntime: AgentRuntime;
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
   private alarmAt: number | null | undefined;
@@ -70,6 +68,19 @@ export class SiteHub extends DurableObject<Env> {
     this.metrics = new MetricsStore(this.sql, policyFromEnv(env as unknown as Record<string, unknown>));
     this.sql.exec(AGENTS_SCHEMA);
     this.agents = new Agents(this.sql, failureRateFromEnv(env as unknown as Record<string, unknown>));
+    this.agentRuntime = new AgentRuntime(this.sql, {
+      siteId: () => this.siteId,
+      d1: () => this.env.DB,
+      agents: this.agents,
+      presence: this.presence,
+      metrics: this.metrics,
+      emit: (type, data) => { this.emit(type, data); },
+      applyTransitions: (transitions) => this.applyTransitions(transitions),
+      ensureAlarm: (now, neededBy) => this.ensureAlarm(now, neededBy),
+      watching: () => this.watching(),
+      meta: (key) => this.meta(key),
+      setMeta: (key, value) => { this.setMeta(key, value); },
+    });
     // Subscribers' keep-alive `ping` is answered without waking the hub from hibernation.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
     this.sql.exec(OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA);
@@ -79,7 +90,7 @@ export class SiteHub extends DurableObject<Env> {
       outbox: this.outbox,
       emit: (type, data) => { this.emit(type, data); },
       onTransition: (row, now) => this.jobs.onCommandTransition(row, now),
-      runOnAgent: (row, run, now) => this.runCommandOnAgent(row, run, now),
+      runOnAgent: (row, run, now) => this.agentRuntime.runCommandOnAgent(row, run, now),
     });
     this.jobs = new JobRunner(this.sql, {
       siteId: () => this.siteId,
@@ -157,7 +168,7 @@ export class SiteHub extends DurableObject<Env> {
     if (restarted) this.metrics.noteRestart(sighting.deviceId);
     if (transition) await this.applyTransitions([transition]);
     await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
-    const beatBy = this.noteBeat(sighting.deviceId, row.status, now);
+    const beatBy = this.agentRuntime.noteBeat(sighting.deviceId, row.status, now);
     if (beatBy !== undefined) await this.ensureAlarm(now, beatBy);
     return { status: row.status, next_heartbeat_s: row.interval_s, server_time: new Date(now).toISOString() };
   }
@@ -193,10 +204,7 @@ export class SiteHub extends DurableObject<Env> {
   async forgetDevice(siteId: string, deviceId: string) {
     this.bind(siteId);
     this.presence.forget(deviceId);
-    if (this.agents.get(deviceId)?.active) {
-      this.agents.deactivate(deviceId);
-      await this.withAgentWork(() => undefined);
-    }
+    await this.agentRuntime.stopAgent(deviceId);
   }
 
   /** The specification's Site health object: the D1 device list overlaid with live presence. */
@@ -208,7 +216,7 @@ export class SiteHub extends DurableObject<Env> {
     // Simulated agents report on demand: bring them up to now, so their status is current.
     const simulated = results.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active")
       .map((d) => ({ device_id: d.device_id, device_type: d.type, created_at: d.created_at }));
-    if (simulated.length || this.agents.activeCount()) await this.withAgentWork((work, now) => this.syncSimulated(simulated, now, work));
+    await this.agentRuntime.syncSite(simulated);
     const live = new Map(this.presence.all().map((p) => [p.device_id, p]));
     const list = results.map(({ device_source: _s, lifecycle_state: _l, created_at: _c, ...d }) => {
       const p = live.get(d.device_id);
@@ -310,7 +318,7 @@ export class SiteHub extends DurableObject<Env> {
     this.bind(siteId);
     const now = Date.now();
     const before = this.outbox.added;
-    await this.withCommandAgentWork(() => this.commands.onAlarm(now));
+    await this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now));
     await this.afterCommandChange(now, before, true);
     return this.outbox.added - before;
   }
@@ -366,119 +374,30 @@ export class SiteHub extends DurableObject<Env> {
     return [
       // Jobs first: a job past its deadline times out before its commands' own TTL could fail it.
       { nextWake: () => this.jobs.nextWake(), onAlarm: (now) => this.jobs.onAlarm(now) },
-      { nextWake: () => this.commands.nextWake(), onAlarm: (now) => this.withCommandAgentWork(() => this.commands.onAlarm(now)) },
+      { nextWake: () => this.commands.nextWake(), onAlarm: (now) => this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now)) },
       // Last: whatever the parts above wrote for D1 goes out in one batch.
       { nextWake: (now) => this.outbox.nextWake(now), onAlarm: async () => { await this.outbox.flushQuietly(); } },
     ];
   }
 
-  /** Agent work done by simulated commands finishing, collected while the command queue runs. */
-  private commandAgentWork: AgentWork | undefined;
-
-  private async withCommandAgentWork(run: () => void) {
-    await this.withAgentWork((work) => {
-      this.commandAgentWork = work;
-      try {
-        run();
-      } finally {
-        this.commandAgentWork = undefined;
-      }
-    });
-  }
-
-  /**
-   * A simulated device's command acts on its agent: restart reboots it (fresh health check), and
-   * update_config starts the update lifecycle to the payload's config_version (or one derived from
-   * its settings). Commands the agent handles no differently keep the plain simulated result.
-   */
-  private runCommandOnAgent(row: CommandRow, run: SimulatedOutcome, now: number): SimulatedOutcome | undefined {
-    const work = this.commandAgentWork;
-    const agent = this.agents.get(row.device_id);
-    if (!work || !agent?.active) return undefined;
-    const device: AgentDevice = {
-      deviceId: agent.device_id, name: agent.device_id, deviceType: agent.device_type, source: "simulated", lifecycleState: "active",
-      createdAt: new Date(agent.created_ms).toISOString(), firmware: null, osType: null, osVersion: null, osDetails: null,
-    } as AgentDevice;
-    if (row.command_type === "restart") {
-      const reboot = this.rebootAgent(device, `command ${row.command_id}`, now, work);
-      return { status: "completed", result: { reboot_time_seconds: reboot.reboot_time_seconds, health_check: reboot.health_check, simulated: true } };
-    }
-    if (row.command_type === "update_config" && run.status === "completed") {
-      const payload = JSON.parse(row.payload) as Record<string, unknown>;
-      const settings = (run.result as { applied_settings?: Record<string, unknown> } | undefined)?.applied_settings ?? {};
-      const configVersion = typeof payload.config_version === "string" ? payload.config_version : undefined;
-      const outcome = this.push(device, { config: settings, config_version: configVersion, force: payload.force === true }, row.created_by, now, work);
-      if (!outcome.ok) return { status: "failed", error: outcome.error.detail };
-      return { status: "completed", result: { ...(run.result as object), agent: { status: outcome.value.status, config_version: outcome.value.config_version, state: outcome.value.state } } };
-    }
-    return undefined;
-  }
-
-  // ==== simulated agents and the live channel (issue 4: durable-objects/agents.ts, live-socket.ts) ====
-
-  protected readonly agents: Agents;
-  private readonly sse = new SseChannel();
-  /** Devices heard from since the last coalesced `device.heartbeat` event (kept only while watched). */
-  private readonly beats = new Map<string, { status: string; last_seen: string }>();
-  private lastTickMs = 0;
-  private agentsSyncedAt = 0;
-
-  /** Someone is watching the site: an open WebSocket or server-sent event stream. */
-  protected watching(): boolean {
-    return this.sse.size > 0 || openSockets(this.ctx).length > 0;
-  }
-
-  /** A heartbeat seen while watched goes into the next coalesced `device.heartbeat` event (≤ one per 2 s). */
-  protected noteBeat(deviceId: string, status: string, now: number): number | undefined {
-    if (!this.watching()) return undefined;
-    this.beats.set(deviceId, { status, last_seen: new Date(now).toISOString() });
-    return this.lastTickMs + HEALTH_CHECK_PERIOD_MS;
-  }
+  // ==== agents (issue 4: durable-objects/agents.ts store, agent-runtime.ts orchestration) =====
 
   /** The agent view of one device: a simulated agent brought up to now, or what a real device reported. */
   async agent(siteId: string, device: AgentDevice): Promise<AgentSnapshot> {
     this.bind(siteId);
-    return this.withAgentWork((work, now) => this.snapshot(device, now, work));
+    return this.agentRuntime.agent(device);
   }
 
   /** `GET /devices/{id}/health`: computed on demand for a simulated agent; built from reports for a real device. */
   async agentHealth(siteId: string, device: AgentDevice): Promise<{ health: PartialHealth; agent_state: AgentState; last_updated: string }> {
     this.bind(siteId);
-    return this.withAgentWork((work, now) => {
-      const view = this.snapshot(device, now, work);
-      return { health: view.health, agent_state: view.state, last_updated: view.health.checked_at };
-    });
+    return this.agentRuntime.agentHealth(device);
   }
 
   /** Diagnostics (`POST /devices/{id}/health`): a recorded health check plus component self-tests. */
   async agentDiagnostics(siteId: string, device: AgentDevice, input: { components: DiagnosticComponent[]; includeLogs: boolean; mode: string }) {
     this.bind(siteId);
-    return this.withAgentWork((work, now) => {
-      if (device.source === "simulated") {
-        const row = this.liveAgent(device, now, work);
-        const health = this.checkAgent(row, now, work, "diagnostic");
-        const diagnostics = simulatedDiagnostics(row, health, input.components, now);
-        const failed = Object.entries(diagnostics).filter(([, d]) => d.status === "fail").map(([c]) => c);
-        this.agents.log(row.device_id, now, "diagnostic", failed.length ? "warning" : "info",
-          `Diagnostics (${input.mode}): ${failed.length ? `failed ${failed.join(", ")}` : "all components passed"}`, { components: input.components });
-        const logs = input.includeLogs ? this.agents.events(row.device_id, now - 86_400_000, { limit: 50 }) : undefined;
-        return { health: health as PartialHealth, agent_state: row.state, diagnostics, logs, timestamp: new Date(now).toISOString() };
-      }
-      const view = this.snapshot(device, now, work);
-      work.health.push({ deviceId: device.deviceId, record: view.health, at: now, reason: "diagnostic" });
-      const online = view.status !== "offline";
-      const diagnostics: Record<string, DiagnosticResult> = {};
-      for (const c of input.components) {
-        if (c === "network") {
-          diagnostics[c] = online
-            ? { status: "pass", detail: `Device reachable: last heartbeat ${view.last_heartbeat}${view.health.response_time_ms !== undefined ? `, reported latency ${view.health.response_time_ms} ms` : ""}` }
-            : { status: "fail", detail: view.last_heartbeat ? `No heartbeat since ${view.last_heartbeat}` : "The device has not called in yet" };
-        } else {
-          diagnostics[c] = { status: "unknown", detail: `A real device reports no ${c} self-test through heartbeats or telemetry; queue a diagnostics command to run one on the device` };
-        }
-      }
-      return { health: view.health, agent_state: view.state, diagnostics, logs: input.includeLogs ? [] : undefined, timestamp: new Date(now).toISOString() };
-    });
+    return this.agentRuntime.agentDiagnostics(device, input);
   }
 
   /**
@@ -487,460 +406,28 @@ export class SiteHub extends DurableObject<Env> {
    */
   async restartAgent(siteId: string, device: AgentDevice, reason: string | null) {
     this.bind(siteId);
-    return this.withAgentWork((work, now) => this.rebootAgent(device, reason, now, work));
+    return this.agentRuntime.restartAgent(device, reason);
   }
 
   /** A push to a simulated agent (every body form of `POST /agents/{id}/push`). */
   async pushToAgent(siteId: string, device: AgentDevice, push: PushInput, requestedBy: string | null): Promise<HubOutcome<PushResult>> {
     this.bind(siteId);
-    return this.withAgentWork((work, now) => this.push(device, push, requestedBy, now, work));
+    return this.agentRuntime.pushToAgent(device, push, requestedBy);
   }
 
   /** Series for `GET /agents/{id}/metrics|transactions|errors` from this hub's stored history. */
   async agentSeries(siteId: string, device: AgentDevice, request: SeriesRequest) {
     this.bind(siteId);
-    return this.withAgentWork((work, now) => {
-      // History stays readable for a suspended device; only a running agent is brought up to date.
-      if (device.source === "simulated" && device.lifecycleState === "active") this.liveAgent(device, now, work);
-      return this.series(device.deviceId, request, now);
-    });
+    return this.agentRuntime.agentSeries(device, request);
   }
 
-  // ---- agent internals ----------------------------------------------------------------------
+  // ==== the live channel (issue 4: durable-objects/live.ts, live-socket.ts) ======================
 
-  private async withAgentWork<T>(fn: (work: AgentWork, now: number) => T): Promise<T> {
-    const now = Date.now();
-    const work: AgentWork = { steps: [], transitions: [], health: [], audits: [], metrics: [] };
-    const result = fn(work, now);
-    await this.finishAgentWork(work, now, true);
-    return result;
-  }
+  private readonly sse = new SseChannel();
 
-  /** The agent of a simulated device, created on first sight and brought up to `now`. */
-  private liveAgent(device: { deviceId: string; deviceType: string; createdAt: string }, now: number, work: AgentWork): AgentRow {
-    const { row, created } = this.agents.ensure({ deviceId: device.deviceId, deviceType: device.deviceType, createdMs: Date.parse(device.createdAt) || now }, now);
-    if (created) this.agents.log(row.device_id, now, "created", "info", `Simulated agent started (${row.device_type}, config ${row.config_version})`);
-    return this.advanceAgent(row, now, work);
-  }
-
-  /** Runs the lifecycle steps that are due and generates the telemetry the agent would have sent. */
-  private advanceAgent(row: AgentRow, now: number, work: AgentWork): AgentRow {
-    let r = row;
-    while (r.next_at_ms !== null && r.next_at_ms <= now) {
-      this.generateTelemetry(r, r.next_at_ms, now, work);
-      const event = this.agents.step(this.agents.get(r.device_id)!);
-      work.steps.push(event);
-      r = this.agents.get(r.device_id)!;
-      if (event.error || event.completed) {
-        const record = healthAt(r, event.at);
-        this.agents.noteHealth(r.device_id, record, event.at);
-        work.health.push({ deviceId: r.device_id, record, at: event.at, reason: event.error ? "update_failed" : "update_completed" });
-        work.audits.push(event.error
-          ? { eventType: "agent_update_failed", category: "device_management", severity: "error", deviceId: r.device_id,
-              description: `Update of ${r.device_id} to ${event.target_version} failed: ${event.error}`,
-              metadata: { target_version: event.target_version, config_version: event.config_version, error: event.error, failed_in: event.previous }, at: event.at }
-          : { eventType: "config_updated", deviceId: r.device_id, description: `Agent ${r.device_id} now runs config ${event.config_version}`,
-              metadata: { config_version: event.config_version }, at: event.at });
-      }
-      // Back up after a reboot, or still up: the agent is heard from (a failed update reports error).
-      if (r.state !== "restarting") this.sightAgent(r, healthAt(r, event.at), now, work);
-    }
-    this.generateTelemetry(r, now, now, work);
-    return this.agents.get(r.device_id)!;
-  }
-
-  /** Telemetry for (sim_at, to] through the same delta-storage path as a real device's telemetry. */
-  private generateTelemetry(row: AgentRow, to: number, now: number, work: AgentWork) {
-    const times = telemetryTimes(row.sim_at_ms, to);
-    if (!times.length) return;
-    const last = times[times.length - 1];
-    for (const incident of incidentsBetween(row.seed, row.sim_at_ms, last)) {
-      if (incident.start_ms >= row.created_ms) this.agents.logIncident(row.device_id, incident);
-    }
-    if (row.state !== "restarting") {
-      const samples: Sample[] = [];
-      const reasons: StoreReason[] = [];
-      for (const t of times) {
-        const sample = sampleAt(row, t);
-        const result = this.metrics.ingest(row.device_id, sample, t);
-        // Only what is fresh reaches the live channel: a backfill of unwatched hours is history, not news.
-        if (result.stored && t >= now - 60_000) {
-          samples.push(sample);
-          reasons.push(result.reason);
-        }
-      }
-      if (samples.length) work.metrics.push({ deviceId: row.device_id, samples, reasons });
-    }
-    this.agents.setTelemetryAt(row.device_id, last);
-  }
-
-  /** A health check of a simulated agent at `now`; it also counts as the agent's heartbeat. */
-  private checkAgent(row: AgentRow, now: number, work: AgentWork, reason?: string): HealthRecord {
-    const health = healthAt(row, now);
-    const { changed } = this.agents.noteHealth(row.device_id, health, now);
-    if (changed || reason) work.health.push({ deviceId: row.device_id, record: health, at: now, reason: reason ?? "status_changed" });
-    if (row.state !== "restarting") this.sightAgent(row, health, now, work);
-    return health;
-  }
-
-  /** Simulated agents feed presence exactly as a heartbeat does (an unhealthy agent reports error). */
-  private sightAgent(row: AgentRow, health: HealthRecord, now: number, work: AgentWork) {
-    const interval = Number((JSON.parse(row.configuration) as { heartbeat_interval_s?: unknown }).heartbeat_interval_s) || DEFAULT_INTERVAL_S;
-    const { transition, restarted } = this.presence.sighted({
-      deviceId: row.device_id,
-      reportedStatus: health.status === "unhealthy" ? "error" : undefined,
-      intervalS: interval,
-      bootId: bootIdOf(row),
-      uptimeS: health.metrics.uptime_seconds,
-    }, now);
-    if (restarted) this.metrics.noteRestart(row.device_id);
-    if (transition) work.transitions.push(transition);
-  }
-
-  private snapshot(device: AgentDevice, now: number, work: AgentWork): AgentSnapshot {
-    if (device.source === "simulated") {
-      const row = this.liveAgent(device, now, work);
-      const health = this.checkAgent(row, now, work);
-      const presence = this.presence.get(row.device_id);
-      const plan = row.plan ? (JSON.parse(row.plan) as UpdatePlan) : null;
-      return {
-        device_id: row.device_id,
-        source: "simulated",
-        state: row.state,
-        state_since: new Date(row.state_since_ms).toISOString(),
-        config_version: row.config_version,
-        target_version: plan?.target_version ?? null,
-        next_transition_at: row.next_at_ms === null ? null : new Date(row.next_at_ms).toISOString(),
-        status: presence?.status ?? "online",
-        last_heartbeat: presence ? new Date(presence.last_seen_ms).toISOString() : null,
-        health,
-        uptime_seconds: health.metrics.uptime_seconds,
-        configuration: JSON.parse(row.configuration),
-        simulation: { seed: row.seed, failure_rate: row.failure_rate, updates: row.updates, boot_count: row.boot_count },
-        live_metrics: {
-          cpu_usage: health.metrics.cpu_usage_percent,
-          memory_usage: health.metrics.memory_usage_percent,
-          disk_usage: health.metrics.disk_usage_percent,
-          temperature: health.metrics.temperature_celsius,
-          uptime: health.metrics.uptime_seconds,
-          network_latency: health.metrics.network_latency_ms,
-          transaction_count: health.metrics.transactions_today,
-        },
-      };
-    }
-    return this.realSnapshot(device, now);
-  }
-
-  /** A real device's agent view: presence, its latest telemetry sample and its DNA. */
-  private realSnapshot(device: AgentDevice, now: number): AgentSnapshot {
-    const p = this.presence.get(device.deviceId);
-    const latestText = this.sql.exec<{ latest: string | null }>("SELECT latest FROM metrics_state WHERE device_id = ?", device.deviceId).toArray()[0]?.latest;
-    const latest = latestText ? (JSON.parse(latestText) as Sample & { recorded_at?: string }) : undefined;
-    const status = p?.status ?? "offline";
-    const lastSeen = p ? new Date(p.last_seen_ms).toISOString() : null;
-    const uptime = p?.uptime_s != null
-      ? p.uptime_s + (status !== "offline" ? Math.floor((now - p.last_seen_ms) / 1000) : 0)
-      : latest?.uptime_seconds ?? null;
-    const dna = device.dna ?? {};
-    const text = (v: unknown) => (typeof v === "string" && v ? v : undefined);
-    const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
-    const error = status === "error" ? "The device reported an error"
-      : status === "offline" ? (lastSeen ? `No heartbeat since ${lastSeen}` : "The device has not called in yet") : undefined;
-    const os = text(device.osDetails) ?? ([device.osType, device.osVersion].filter(Boolean).join(" ") || undefined);
-    const health: PartialHealth = {
-      status: error ? "unhealthy" : "healthy",
-      config_version: text(dna.config_version),
-      last_restart: uptime !== null ? new Date(now - uptime * 1000).toISOString() : undefined,
-      response_time_ms: latest?.network_latency_ms !== undefined ? Math.round(latest.network_latency_ms) : undefined,
-      device_info: {
-        model: text(dna.model) ?? text(device.hostname),
-        firmware: text(device.firmware),
-        os,
-        memory_mb: num(dna.memory_mb),
-        storage_gb: num(dna.storage_gb),
-        uptime_hours: uptime !== null ? Math.round(uptime / 360) / 10 : undefined,
-      },
-      services: { network: status === "offline" ? "disconnected" : "connected" },
-      metrics: latest ? {
-        cpu_usage_percent: latest.cpu_usage,
-        memory_usage_percent: latest.memory_usage,
-        disk_usage_percent: latest.disk_usage,
-        transactions_today: latest.transaction_count,
-        uptime_seconds: latest.uptime_seconds,
-        temperature_celsius: latest.temperature,
-        network_latency_ms: latest.network_latency_ms,
-        error_rate: latest.error_rate,
-      } : undefined,
-      error,
-      checked_at: new Date(now).toISOString(),
-    };
-    return {
-      device_id: device.deviceId,
-      source: "real",
-      state: status === "offline" ? "idle" : "ready",
-      state_since: null,
-      config_version: health.config_version ?? null,
-      target_version: null,
-      next_transition_at: null,
-      status,
-      last_heartbeat: lastSeen,
-      health,
-      uptime_seconds: uptime,
-      configuration: null,
-      simulation: null,
-      live_metrics: latest ? {
-        cpu_usage: latest.cpu_usage,
-        memory_usage: latest.memory_usage,
-        disk_usage: latest.disk_usage,
-        temperature: latest.temperature ?? null,
-        uptime: latest.uptime_seconds ?? null,
-        network_latency: latest.network_latency_ms ?? null,
-        transaction_count: latest.transaction_count ?? null,
-      } : null,
-    };
-  }
-
-  private rebootAgent(device: AgentDevice, reason: string | null, now: number, work: AgentWork) {
-    const row = this.liveAgent(device, now, work);
-    const previous = healthAt(row, now);
-    const { events, rebootSeconds } = this.agents.restart(row, now, reason);
-    work.steps.push(...events);
-    const health = this.checkAgent(this.agents.get(row.device_id)!, now, work, "restart");
-    return { previous_health: previous, health_check: health, reboot_time_seconds: rebootSeconds, agent_state: "ready" as AgentState };
-  }
-
-  private push(device: AgentDevice, push: PushInput, requestedBy: string | null, now: number, work: AgentWork): HubOutcome<PushResult> {
-    const row = this.liveAgent(device, now, work);
-    const at = new Date(now).toISOString();
-    const action = push.action?.toLowerCase() as PushAction | undefined;
-    const done = (status: PushResult["status"], message: string, extra: Partial<PushResult> = {}): HubOutcome<PushResult> => {
-      const r = this.agents.get(row.device_id)!;
-      this.agents.log(row.device_id, now, "push", "info", `${status}: ${message}`, { push, requested_by: requestedBy });
-      work.pushes = [...(work.pushes ?? []), { device_id: row.device_id, status, message, action: action ?? null, priority: push.priority ?? null, title: push.title ?? null }];
-      return { ok: true, value: { status, message, timestamp: at, state: r.state, config_version: r.config_version, ...extra } };
-    };
-    if (push.backup_data && action !== "backup") {
-      this.agents.log(row.device_id, now, "backup", "info", "Data backed up before the requested change", { size_mb: Math.round(20 + 200 * rand(row.seed, 900, row.updates + row.boot_count)) });
-    }
-
-    if (action === "restart" || action === "reboot") {
-      const r = this.rebootAgent(device, push.message ?? push.title ?? "push", now, work);
-      return done("completed", `Restarted in ${r.reboot_time_seconds} s; health check ${r.health_check.status}`, { health_check: r.health_check, result: { reboot_time_seconds: r.reboot_time_seconds } });
-    }
-
-    const wantsUpdate = push.config !== undefined || push.config_version !== undefined || action === "update" || action === "update_config";
-    if (wantsUpdate) {
-      const configuration = JSON.parse(row.configuration) as Record<string, unknown>;
-      const config = push.config ?? null;
-      const target = push.config_version ?? (config ? configVersionOf({ ...configuration, ...config }) : undefined);
-      if (!target) return { ok: false, error: { status: 422, detail: `The action '${action}' needs a config_version or a config object` } };
-      const plan = row.plan ? (JSON.parse(row.plan) as UpdatePlan) : null;
-      if (plan) {
-        if (plan.target_version === target && !push.force) return done("in_progress", `Already updating to ${target} (${row.state})`, { target_version: target });
-        if (!push.force) {
-          return { ok: false, error: { status: 409, detail: `Agent ${row.device_id} is ${row.state} for an update to ${plan.target_version}; push again with "force": true to replace it` } };
-        }
-        this.agents.abandon(row, `superseded by a forced push of ${target}`, now);
-      } else if (target === row.config_version && !push.force) {
-        return done("up_to_date", `Already running config ${target}`);
-      }
-      const current = this.agents.get(row.device_id)!;
-      work.steps.push(this.agents.startUpdate(current, { targetVersion: target, config, backup: !!push.backup_data, requestedBy }, now));
-      const started = this.agents.get(row.device_id)!;
-      return done("accepted", `Update ${current.config_version} → ${target} started: downloading`, { target_version: target, state: started.state });
-    }
-
-    if (action === "health_check" || action === "diagnostics") {
-      const health = this.checkAgent(row, now, work, "push");
-      return done("completed", `Health check: ${health.status}${health.error ? ` (${health.error})` : ""}`, { health_check: health });
-    }
-    if (action === "ping") {
-      const latency = 5 + Math.floor(rand(row.seed, 901, Math.floor(now / 1000)) * 46);
-      return done("completed", `Pong in ${latency} ms`, { result: { latency_ms: latency } });
-    }
-    if (action === "backup") {
-      const size = Math.round(20 + 200 * rand(row.seed, 902, Math.floor(now / 60_000)));
-      return done("completed", `Backup of ${size} MB completed`, { result: { backup_size_mb: size } });
-    }
-    if (action === "clear_cache") {
-      const freed = Math.round(5 + 120 * rand(row.seed, 903, Math.floor(now / 60_000)));
-      return done("completed", `Cache cleared (${freed} MB freed)`, { result: { freed_mb: freed } });
-    }
-    const text = push.title ?? push.message ?? push.body ?? "notification";
-    return done("delivered", `Notification delivered: ${text}`);
-  }
-
-  private series(deviceId: string, request: SeriesRequest, now: number) {
-    const fromIso = new Date(request.fromMs).toISOString();
-    const b = request.bucketMs;
-    const bucketOf = "(CAST(strftime('%s', recorded_at) AS INTEGER) * 1000 / CAST(? AS INTEGER)) * CAST(? AS INTEGER)";
-    if (request.kind === "metrics") {
-      const rows = this.sql.exec<Record<string, number | null>>(
-        `SELECT ${bucketOf} AS bucket, count(*) AS samples,
-           avg(cpu) AS cpu_avg, max(cpu) AS cpu_max, avg(memory) AS memory_avg, max(memory) AS memory_max,
-           avg(disk) AS disk_avg, max(disk) AS disk_max, avg(temperature) AS temperature_avg,
-           avg(latency) AS latency_avg, max(latency) AS latency_max, avg(error_rate) AS error_rate_avg
-         FROM metrics_history WHERE device_id = ? AND recorded_at >= ? GROUP BY bucket ORDER BY bucket`,
-        b, b, deviceId, fromIso,
-      ).toArray();
-      return { kind: "metrics" as const, rows, events: [] as ReturnType<Agents["events"]> };
-    }
-    if (request.kind === "transactions") {
-      const samples = this.sql.exec<{ recorded_at: string; transaction_count: number }>(
-        "SELECT recorded_at, transaction_count FROM metrics_history WHERE device_id = ? AND recorded_at >= ? AND transaction_count IS NOT NULL ORDER BY recorded_at, id",
-        deviceId, fromIso,
-      ).toArray();
-      // The counter is cumulative (transactions today); a drop means it was reset (midnight, reinstall).
-      const totals = new Map<number, number>();
-      let previous: number | undefined;
-      for (const s of samples) {
-        const delta = previous === undefined ? 0 : s.transaction_count >= previous ? s.transaction_count - previous : s.transaction_count;
-        previous = s.transaction_count;
-        const bucket = Math.floor(Date.parse(s.recorded_at) / b) * b;
-        totals.set(bucket, (totals.get(bucket) ?? 0) + delta);
-      }
-      return {
-        kind: "transactions" as const,
-        rows: [...totals.entries()].map(([bucket, transactions]) => ({ bucket, transactions })),
-        latest: samples.length ? samples[samples.length - 1].transaction_count : null,
-        events: [] as ReturnType<Agents["events"]>,
-      };
-    }
-    const rates = this.sql.exec<{ bucket: number; error_rate_avg: number | null; samples: number }>(
-      `SELECT ${bucketOf} AS bucket, avg(error_rate) AS error_rate_avg, count(*) AS samples FROM metrics_history
-       WHERE device_id = ? AND recorded_at >= ? GROUP BY bucket ORDER BY bucket`,
-      b, b, deviceId, fromIso,
-    ).toArray();
-    const counts = new Map(this.agents.errorBuckets(deviceId, request.fromMs, b).map((r) => [r.bucket, r.n]));
-    const buckets = new Set([...rates.map((r) => r.bucket), ...counts.keys()]);
-    const byBucket = new Map(rates.map((r) => [r.bucket, r]));
-    return {
-      kind: "errors" as const,
-      rows: [...buckets].sort((x, y) => x - y).map((bucket) => ({ bucket, errors: counts.get(bucket) ?? 0, error_rate_avg: byBucket.get(bucket)?.error_rate_avg ?? null })),
-      events: this.agents.events(deviceId, request.fromMs, { levels: ["error", "warning"], limit: 100 }),
-      now,
-    };
-  }
-
-  /** Publishes what a piece of agent work changed and writes what D1 must hear, in one batch. */
-  private async finishAgentWork(work: AgentWork, now: number, schedule: boolean) {
-    for (const e of work.steps) {
-      this.emit("agent.state", {
-        device_id: e.device_id, previous: e.previous, state: e.state, config_version: e.config_version,
-        target_version: e.target_version, at: new Date(e.at).toISOString(), ...(e.error ? { error: e.error } : {}),
-      });
-    }
-    for (const p of work.pushes ?? []) this.emit("agent.push", p);
-    for (const m of work.metrics) this.emit("device.metrics", { device_id: m.deviceId, samples: m.samples, reasons: m.reasons });
-    if (work.transitions.length) await this.applyTransitions(work.transitions);
-    await this.writeAgentRecords(work);
-    if (schedule) await this.ensureAlarm(now);
-  }
-
-  /** health_checks rows, audit events and the agents projection (rows changed since last written). */
-  private async writeAgentRecords(work: AgentWork) {
-    const db = this.env.DB;
-    const statements: D1PreparedStatement[] = [];
-    for (const h of work.health) {
-      statements.push(db.prepare("INSERT INTO health_checks (device_id, site_id, status, response_time_ms, details, created_at) VALUES (?, ?, ?, ?, ?, ?)")
-        .bind(h.deviceId, this.siteId, h.record.status, h.record.response_time_ms ?? null, JSON.stringify({ ...h.record, reason: h.reason }), new Date(h.at).toISOString()));
-    }
-    for (const a of work.audits) {
-      const defaults = classify(a.eventType);
-      statements.push(db.prepare(
-        "INSERT INTO audit_logs (event_type, category, severity, description, site_id, device_id, event_metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-      ).bind(a.eventType, a.category ?? defaults.category, a.severity ?? defaults.severity, a.description, this.siteId, a.deviceId, JSON.stringify(a.metadata), new Date(a.at).toISOString()));
-    }
-    const unprojected = this.agents.unprojected();
-    for (const r of unprojected) {
-      const plan = r.plan ? (JSON.parse(r.plan) as UpdatePlan) : null;
-      statements.push(db.prepare(
-        `INSERT INTO agents (device_id, site_id, source, state, config_version, target_version, health_status, last_health_check, last_health_at, booted_at, state_changed_at, updated_at)
-         VALUES (?, ?, 'simulated', ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-         ON CONFLICT(device_id) DO UPDATE SET site_id = excluded.site_id, state = excluded.state, config_version = excluded.config_version,
-           target_version = excluded.target_version, health_status = excluded.health_status, last_health_check = excluded.last_health_check,
-           last_health_at = excluded.last_health_at, booted_at = excluded.booted_at, state_changed_at = excluded.state_changed_at,
-           updated_at = excluded.updated_at`,
-      ).bind(
-        r.device_id, this.siteId, r.state, r.config_version, plan?.target_version ?? null, r.health_status, r.last_health,
-        r.checked_at_ms === null ? null : new Date(r.checked_at_ms).toISOString(), new Date(r.boot_ms).toISOString(), new Date(r.state_since_ms).toISOString(),
-      ));
-    }
-    if (!statements.length) return;
-    try {
-      await db.batch(statements);
-      this.agents.markProjected(unprojected.map((r) => r.device_id));
-    } catch (error) {
-      // The projection is retried by the alarm (rows stay unprojected); health rows and audits of this batch are lost.
-      console.error("agent records write failed", error);
-    }
-  }
-
-  /**
-   * Simulated agents of the site, from D1: created if missing, stopped when their device is no longer
-   * active. Runs when someone starts watching (at most once a minute) and for site health.
-   */
-  private syncSimulated(devices: { device_id: string; device_type: string; created_at: string }[], now: number, work: AgentWork) {
-    const wanted = new Set(devices.map((d) => d.device_id));
-    for (const id of this.agents.activeIds()) {
-      if (!wanted.has(id)) {
-        this.agents.deactivate(id);
-        this.presence.forget(id);
-      }
-    }
-    for (const d of devices) {
-      const row = this.liveAgent({ deviceId: d.device_id, deviceType: d.device_type, createdAt: d.created_at }, now, work);
-      this.checkAgent(row, now, work);
-    }
-    this.agentsSyncedAt = now;
-  }
-
-  private async loadSimulated(): Promise<{ device_id: string; device_type: string; created_at: string }[]> {
-    const { results } = await this.env.DB.prepare(
-      "SELECT device_id, device_type, created_at FROM devices WHERE site_id = ? AND device_source = 'simulated' AND lifecycle_state = 'active'",
-    ).bind(this.siteId).all<{ device_id: string; device_type: string; created_at: string }>();
-    return results;
-  }
-
-  /** The agents' part of the alarm: lifecycle steps, 2-second health checks while watched or moving, coalesced heartbeats. */
-  private agentTimedPart(): TimedPart {
-    return {
-      nextWake: (now) => {
-        let wake = this.agents.nextStepAt();
-        const ticking = wake !== undefined || (this.watching() && (this.beats.size > 0 || this.agents.activeCount() > 0));
-        if (ticking) wake = Math.min(wake ?? Number.POSITIVE_INFINITY, this.lastTickMs + HEALTH_CHECK_PERIOD_MS);
-        if (this.agents.hasUnprojected()) wake = Math.min(wake ?? Number.POSITIVE_INFINITY, now + 10_000);
-        return wake;
-      },
-      onAlarm: async (now) => {
-        const watched = this.watching();
-        const work: AgentWork = { steps: [], transitions: [], health: [], audits: [], metrics: [] };
-        const checkDue = now - this.lastTickMs >= HEALTH_CHECK_PERIOD_MS - 100;
-        const checks: Record<string, unknown>[] = [];
-        for (const row of this.agents.active()) {
-          const moving = row.next_at_ms !== null;
-          if (!watched && !moving) continue;
-          const r = this.advanceAgent(row, now, work);
-          if (!checkDue && !(moving && row.next_at_ms! <= now)) continue;
-          const h = this.checkAgent(r, now, work);
-          checks.push({
-            device_id: r.device_id, state: r.state, status: h.status, response_time_ms: h.response_time_ms,
-            cpu_usage_percent: h.metrics.cpu_usage_percent, memory_usage_percent: h.metrics.memory_usage_percent, ...(h.error ? { error: h.error } : {}),
-          });
-        }
-        if (checkDue) this.lastTickMs = now;
-        if (watched && checks.length) this.emit("agent.health", { checked_at: new Date(now).toISOString(), checks });
-        if (watched && this.beats.size) {
-          this.emit("device.heartbeat", { count: this.beats.size, devices: [...this.beats].map(([device_id, b]) => ({ device_id, ...b })) });
-        }
-        this.beats.clear();
-        if (now - Number(this.meta("agents_pruned_at") ?? 0) >= PRUNE_EVERY_MS) {
-          this.agents.prune(now);
-          this.setMeta("agents_pruned_at", String(now));
-        }
-        await this.finishAgentWork(work, now, false);
-      },
-    };
+  /** Someone is watching the site: an open WebSocket or server-sent event stream. */
+  protected watching(): boolean {
+    return this.sse.size > 0 || openSockets(this.ctx).length > 0;
   }
 
   // ---- live subscribers: WebSocket (hibernation API) and server-sent events --------------------
@@ -971,19 +458,8 @@ export class SiteHub extends DurableObject<Env> {
     } else {
       return Response.json({ detail: "Not Found" }, { status: 404 });
     }
-    await this.startWatching(Date.now());
+    await this.agentRuntime.startWatching(Date.now());
     return response;
-  }
-
-  /** A new subscriber: bring the simulated agents up to date (at most once a minute) and start the 2 s checks. */
-  private async startWatching(now: number) {
-    if (now - this.agentsSyncedAt >= 60_000) {
-      const devices = await this.loadSimulated();
-      const work: AgentWork = { steps: [], transitions: [], health: [], audits: [], metrics: [] };
-      this.syncSimulated(devices, now, work);
-      await this.finishAgentWork(work, now, false);
-    }
-    await this.ensureAlarm(now, this.lastTickMs + HEALTH_CHECK_PERIOD_MS);
   }
 
   async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer) {
@@ -1051,7 +527,7 @@ export class SiteHub extends DurableObject<Env> {
           this.setMeta("pruned_at", String(now));
         },
       },
-      this.agentTimedPart(),
+      this.agentRuntime.agentTimedPart(),
       ...this.commandTimedParts(),
     ];
   }
