@@ -3,6 +3,7 @@ import type { Env } from "../src/env";
 import { summariseSiteHealth, type SiteHealthDevice } from "../src/services/site-health";
 import { LIVE_SCHEMA, LiveRing, type LiveEvent } from "./live";
 import { DeviceRateLimiter, type RateLimited } from "./rate-limit";
+import { DeviceCredentials, type Admission } from "./credentials";
 import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
 import { METRICS_SCHEMA, MetricsStore, policyFromEnv, type Sample, type StoreReason } from "./metrics";
 import {
@@ -48,6 +49,7 @@ export class SiteHub extends DurableObject<Env> {
   protected readonly presence: Presence;
   protected readonly metrics: MetricsStore;
   protected readonly limiter = new DeviceRateLimiter();
+  protected readonly credentials = new DeviceCredentials(() => this.env.DB, () => this.siteId);
   protected readonly outbox: D1Outbox;
   protected readonly commands: CommandQueue;
   protected readonly jobs: JobRunner;
@@ -158,6 +160,23 @@ export class SiteHub extends DurableObject<Env> {
   }
 
   // ---- device calls (the hot path: no D1 write unless something changed) -------------------
+
+  /** Admits a device call by its key digest (see credentials.ts); the Worker answers 401/403 from it. */
+  async admitDevice(siteId: string, deviceId: string, keyDigest: string): Promise<Admission> {
+    this.bind(siteId);
+    return this.credentials.admit(deviceId, keyDigest, Date.now());
+  }
+
+  async confirmDeviceKey(siteId: string, deviceId: string, keyDigest: string, bcryptHash: string): Promise<Admission> {
+    this.bind(siteId);
+    return this.credentials.confirm(deviceId, keyDigest, bcryptHash, Date.now());
+  }
+
+  /** The device's key or lifecycle changed in D1: the next call re-reads it. */
+  async invalidateDeviceCredential(siteId: string, deviceId: string) {
+    this.bind(siteId);
+    this.credentials.invalidate(deviceId);
+  }
 
   async heartbeat(siteId: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited> {
     this.bind(siteId);

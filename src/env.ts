@@ -17,7 +17,6 @@ export interface Env {
   COOKIE_SAMESITE?: string;
   COOKIE_SECURE?: string;
   REQUEST_LOG_ENABLED?: string;
-  DEVICE_KEY_CACHE_SECONDS?: string;
   METRICS_SNAPSHOT_INTERVAL_S?: string;
   METRICS_CHANGE_THRESHOLD_PERCENT?: string;
   OIDC_ISSUER?: string;

@@ -5,7 +5,7 @@ import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/
 import { randomToken } from "../lib/ids";
 import { auditValues, recordAudit } from "./audit";
 import { accessibleSiteIds, authorizeSite, findSite, type Role } from "./access";
-import { forgetVerifiedKey, rememberIssuedKey } from "./device-auth";
+import { invalidateDeviceCredential, rememberIssuedKey } from "./device-auth";
 import { siteHub } from "./live";
 import { hashSecret, verifySecret } from "./passwords";
 import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from "./device-registry";
@@ -79,7 +79,7 @@ export async function updateDevice(db: Db, user: AuthUser, device: DeviceRow, up
 }
 
 /** Issues a new api_key; the old one stops working on the next call (the hash it matched is gone). */
-export async function rotateDeviceKey(db: Db, user: AuthUser, device: DeviceRow, request?: Request) {
+export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: DeviceRow, request?: Request) {
   if (device.deviceSource !== "real") throw badRequest("Simulated devices have no API key");
   const apiKey = randomToken(32);
   const apiKeyHash = await hashSecret(apiKey);
@@ -91,6 +91,7 @@ export async function rotateDeviceKey(db: Db, user: AuthUser, device: DeviceRow,
       siteId: device.siteId, deviceId: device.deviceId, request,
     })),
   ]);
+  await invalidateDeviceCredential(env, device.siteId, device.deviceId);
   await rememberIssuedKey(device.deviceId, apiKey, apiKeyHash);
   return { apiKey, rotatedAt };
 }
@@ -107,7 +108,7 @@ export async function setLifecycle(env: Env, db: Db, user: AuthUser, device: Dev
       userId: user.id, siteId: device.siteId, deviceId: device.deviceId, request,
     })),
   ]);
-  forgetVerifiedKey(device.deviceId);
+  await invalidateDeviceCredential(env, device.siteId, device.deviceId);
   if (state === "suspended") await siteHub(env, device.siteId).forgetDevice(device.siteId, device.deviceId);
   return row;
 }

@@ -101,6 +101,22 @@ describe("device authentication", () => {
     expect((await heartbeat(d.device_id, rotated.json.api_key)).status).toBe(200);
   });
 
+  it("admits through the site hub's credential, re-read from D1 at most once a minute", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    expect((await heartbeat(d.device_id, d.api_key)).status).toBe(200);
+    // A change written to D1 behind the hub's back (no invalidation) is picked up by the refresh.
+    await db().update(schema.devices).set({ lifecycleState: "suspended" }).where(eq(schema.devices.deviceId, d.device_id));
+    expect((await heartbeat(d.device_id, d.api_key)).status).toBe(200);
+    await runInDurableObject(hub(siteId), (instance) => {
+      const records = (instance as unknown as { credentials: { records: Map<string, { fetchedAt: number }> } }).credentials.records;
+      records.get(d.device_id)!.fetchedAt -= 61_000;
+    });
+    const after = await heartbeat(d.device_id, d.api_key);
+    expect(after.status).toBe(403);
+    expect(after.json.detail).toBe("Device is suspended");
+  });
+
   it("runs no bcrypt for steady calls with a known key", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);

@@ -114,7 +114,7 @@ export function deviceRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { device_id } = c.req.valid("param");
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
-      const { apiKey, rotatedAt } = await rotateDeviceKey(c.var.db, c.var.user!, device, c.req.raw);
+      const { apiKey, rotatedAt } = await rotateDeviceKey(c.env, c.var.db, c.var.user!, device, c.req.raw);
       return c.json({ device_id, api_key: apiKey, rotated_at: rotatedAt }, 200);
     },
   );
