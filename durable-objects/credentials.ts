@@ -5,7 +5,7 @@
  * every isolate, and a device call needs no D1 read: the record is re-read from D1 at most once a
  * minute per device (a safety net should an invalidation ever be missed).
  */
-import { sameDigest } from "../src/services/device-auth";
+import { sameDigest } from "../src/lib/ids";
 
 export const CREDENTIAL_REFRESH_MS = 60_000;
 

@@ -2,6 +2,7 @@ import { eq } from "drizzle-orm";
 import type { AuthDevice, Db, Env } from "../env";
 import { devices } from "../db/schema";
 import { ApiError, forbidden } from "../lib/errors";
+import { sameDigest, sha256Hex } from "../lib/ids";
 import { siteHub } from "./live";
 import { verifySecret } from "./passwords";
 
@@ -26,24 +27,9 @@ function remember<V>(map: Map<string, V>, key: string, value: V) {
   map.set(key, value);
 }
 
-export async function keyDigest(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(key));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-export function sameDigest(a: string, b: string): boolean {
-  const x = new TextEncoder().encode(a);
-  const y = new TextEncoder().encode(b);
-  return x.byteLength === y.byteLength && crypto.subtle.timingSafeEqual(x, y);
-}
-
-let bcryptVerifications = 0;
-/** How many bcrypt checks this isolate has run. */
-export const bcryptVerificationCount = () => bcryptVerifications;
-
 /** A key that was just hashed at registration, rotation or claim is as good as verified. */
 export async function rememberIssuedKey(deviceId: string, apiKey: string, bcryptHash: string) {
-  remember(issuedKeys, deviceId, { keyDigest: await keyDigest(apiKey), bcryptHash });
+  remember(issuedKeys, deviceId, { keyDigest: await sha256Hex(apiKey), bcryptHash });
 }
 
 async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefined> {
@@ -76,7 +62,7 @@ export async function authenticateDevice(
   if (!deviceId || !apiKey || deviceId.length > 128 || apiKey.length > 256) throw deviceUnauthorized();
   const siteId = await siteOfDevice(db, deviceId);
   if (!siteId) throw deviceUnauthorized();
-  const digest = await keyDigest(apiKey);
+  const digest = await sha256Hex(apiKey);
   const hub = siteHub(env, siteId);
   let admission = await hub.admitDevice(siteId, deviceId, digest);
   let usedBcrypt = false;
@@ -85,7 +71,6 @@ export async function authenticateDevice(
     const known = issued !== undefined && issued.bcryptHash === admission.bcryptHash && sameDigest(issued.keyDigest, digest);
     if (!known) {
       usedBcrypt = true;
-      bcryptVerifications++;
       if (!(await verifySecret(apiKey, admission.bcryptHash))) throw deviceUnauthorized();
     }
     admission = await hub.confirmDeviceKey(siteId, deviceId, digest, admission.bcryptHash);
