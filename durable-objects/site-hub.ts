@@ -4,6 +4,7 @@ import { summariseSiteHealth, type SiteHealthDevice } from "../src/services/site
 import { LIVE_SCHEMA, LiveRing, type LiveEvent } from "./live";
 import { DeviceRateLimiter, type RateLimited } from "./rate-limit";
 import { DeviceCredentials, type Admission } from "./credentials";
+import type { NotAdmitted } from "../src/services/device-auth";
 import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
 import { METRICS_SCHEMA, MetricsStore, policyFromEnv, type Sample, type StoreReason } from "./metrics";
 import {
@@ -178,9 +179,11 @@ export class SiteHub extends DurableObject<Env> {
     this.credentials.invalidate(deviceId);
   }
 
-  async heartbeat(siteId: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited> {
+  async heartbeat(siteId: string, keyDigest: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited | NotAdmitted> {
     this.bind(siteId);
     const now = Date.now();
+    const admission = await this.credentials.admit(sighting.deviceId, keyDigest, now);
+    if (admission.result !== "ok") return { notAdmitted: admission };
     const wait = this.limiter.take(sighting.deviceId, now);
     if (wait) return { rateLimited: true, retryAfterS: wait };
     const { row, transition, restarted } = this.presence.sighted(sighting, now);
@@ -192,9 +195,11 @@ export class SiteHub extends DurableObject<Env> {
     return { status: row.status, next_heartbeat_s: row.interval_s, server_time: new Date(now).toISOString() };
   }
 
-  async telemetry(siteId: string, deviceId: string, samples: Sample[]): Promise<{ stored: boolean; reason: StoreReason }[] | RateLimited> {
+  async telemetry(siteId: string, keyDigest: string, deviceId: string, samples: Sample[]): Promise<{ stored: boolean; reason: StoreReason }[] | RateLimited | NotAdmitted> {
     this.bind(siteId);
     const now = Date.now();
+    const admission = await this.credentials.admit(deviceId, keyDigest, now);
+    if (admission.result !== "ok") return { notAdmitted: admission };
     const wait = this.limiter.take(deviceId, now);
     if (wait) return { rateLimited: true, retryAfterS: wait };
     const last = samples[samples.length - 1];

@@ -47,6 +47,7 @@ export interface AppVariables {
   db: Db;
   user?: AuthUser;
   device?: AuthDevice;
+  deviceCredential?: import("./services/device-auth").DeviceCredential;
 }
 
 export type AppEnv = { Bindings: Env; Variables: AppVariables };

@@ -1,7 +1,7 @@
 import { OpenAPIHono, createRoute, z, type RouteConfig } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../env";
-import { requireAdmin, requireDevice, requireUser } from "../middleware/auth";
+import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
 import { ApiError, type ValidationIssue } from "./errors";
 
 export const ErrorSchema = z
@@ -13,13 +13,15 @@ export const ErrorSchema = z
   })
   .openapi("Error");
 
-export type AuthMode = "none" | "user" | "admin" | "device";
+/** `device-in-hub`: device credentials admitted by the hub call the handler makes (see identifyDeviceForHub). */
+export type AuthMode = "none" | "user" | "admin" | "device" | "device-in-hub";
 
 const SECURITY: Record<AuthMode, RouteConfig["security"]> = {
   none: [],
   user: [{ bearerAuth: [] }, { cookieAuth: [] }],
   admin: [{ bearerAuth: [] }, { cookieAuth: [] }],
   device: [{ deviceId: [], deviceApiKey: [] }],
+  "device-in-hub": [{ deviceId: [], deviceApiKey: [] }],
 };
 
 const AUTH_MIDDLEWARE: Record<AuthMode, MiddlewareHandler<AppEnv>[]> = {
@@ -27,6 +29,7 @@ const AUTH_MIDDLEWARE: Record<AuthMode, MiddlewareHandler<AppEnv>[]> = {
   user: [requireUser],
   admin: [requireUser, requireAdmin],
   device: [requireDevice],
+  "device-in-hub": [identifyDeviceForHub],
 };
 
 const errorResponse = (description: string) => ({
@@ -64,7 +67,7 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
   const { auth, errors = [], ...route } = config;
   const codes = new Set<ErrorCode>(errors);
   if (auth !== "none") codes.add(401);
-  if (auth === "admin" || auth === "device") codes.add(403);
+  if (auth === "admin" || auth === "device" || auth === "device-in-hub") codes.add(403);
   if (route.request?.body || route.request?.query || route.request?.params) codes.add(422);
   if (route.request?.body) {
     codes.add(400);

@@ -5,6 +5,7 @@ import { ApiError, forbidden } from "../lib/errors";
 import { sameDigest, sha256Hex } from "../lib/ids";
 import { siteHub } from "./live";
 import { verifySecret } from "./passwords";
+import type { Admission } from "../../durable-objects/credentials";
 
 /** One body for every credential failure, so a caller learns nothing about which part was wrong. */
 export const DEVICE_AUTH_FAILED = "Invalid device credentials";
@@ -40,44 +41,81 @@ async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefine
   return row?.siteId;
 }
 
-export interface DeviceAuthResult {
-  device: AuthDevice;
-  /** Whether this call paid for a bcrypt check (reported in Server-Timing). */
-  usedBcrypt: boolean;
+/** Who a device call claims to be: its id, its site, and its key (and the key's SHA-256). */
+export interface DeviceCredential {
+  deviceId: string;
+  siteId: string;
+  keyDigest: string;
+  apiKey: string;
+}
+
+/** What a hub method answers instead of doing its work when the key is not (yet) admitted. */
+export interface NotAdmitted {
+  notAdmitted: Exclude<Admission, { result: "ok" }>;
+}
+
+const isNotAdmitted = (value: unknown): value is NotAdmitted =>
+  typeof value === "object" && value !== null && "notAdmitted" in value;
+
+/** Resolves the headers to a credential; unknown devices and malformed headers are 401 here. */
+export async function identifyDevice(db: Db, deviceId: string | undefined, apiKey: string | undefined): Promise<DeviceCredential> {
+  if (!deviceId || !apiKey || deviceId.length > 128 || apiKey.length > 256) throw deviceUnauthorized();
+  const siteId = await siteOfDevice(db, deviceId);
+  if (!siteId) throw deviceUnauthorized();
+  return { deviceId, siteId, keyDigest: await sha256Hex(apiKey), apiKey };
 }
 
 /**
- * X-Device-ID + X-API-Key. The device's site hub holds its credential (see
- * durable-objects/credentials.ts) and admits the call by the key's SHA-256; only a key it has not
- * seen pass against the current hash costs a bcrypt here, after which the hub remembers it. So a
- * steady device call reads nothing from D1 and runs no bcrypt, while a rotation or suspension —
- * which goes through the same hub — applies to the very next call from any isolate.
+ * X-Device-ID + X-API-Key, checked by the device's site hub (see durable-objects/credentials.ts).
+ * `call` is a hub method that admits the key digest before it does anything: in the steady state
+ * that one round trip is the whole cost of authentication — no D1 read, no bcrypt. Only a key the
+ * hub has not seen pass against the current hash costs a bcrypt here, after which the hub remembers
+ * it and the call is made again. Rotation and suspension go through the same hub, so they apply to
+ * the very next call from any isolate.
  */
+export async function admitThroughHub<T>(
+  env: Env,
+  credential: DeviceCredential,
+  call: (keyDigest: string) => Promise<T | NotAdmitted>,
+): Promise<{ value: T; usedBcrypt: boolean }> {
+  const first = await call(credential.keyDigest);
+  if (!isNotAdmitted(first)) return { value: first, usedBcrypt: false };
+  let admission: Admission = first.notAdmitted;
+  let usedBcrypt = false;
+  if (admission.result === "verify") {
+    const { deviceId, siteId, keyDigest, apiKey } = credential;
+    const issued = issuedKeys.get(deviceId);
+    const known = issued !== undefined && issued.bcryptHash === admission.bcryptHash && sameDigest(issued.keyDigest, keyDigest);
+    if (!known) {
+      usedBcrypt = true;
+      if (!(await verifySecret(apiKey, admission.bcryptHash))) throw deviceUnauthorized();
+    }
+    admission = await siteHub(env, siteId).confirmDeviceKey(siteId, deviceId, keyDigest, admission.bcryptHash);
+  }
+  if (admission.result === "inactive") throw forbidden(`Device is ${admission.state}`);
+  if (admission.result !== "ok") throw deviceUnauthorized();
+  const second = await call(credential.keyDigest);
+  if (isNotAdmitted(second)) {
+    if (second.notAdmitted.result === "inactive") throw forbidden(`Device is ${second.notAdmitted.state}`);
+    throw deviceUnauthorized();
+  }
+  return { value: second, usedBcrypt };
+}
+
+/** Authenticates a device call on its own (for routes whose work is not a single hub call). */
 export async function authenticateDevice(
   env: Env,
   db: Db,
   deviceId: string | undefined,
   apiKey: string | undefined,
-): Promise<DeviceAuthResult> {
-  if (!deviceId || !apiKey || deviceId.length > 128 || apiKey.length > 256) throw deviceUnauthorized();
-  const siteId = await siteOfDevice(db, deviceId);
-  if (!siteId) throw deviceUnauthorized();
-  const digest = await sha256Hex(apiKey);
-  const hub = siteHub(env, siteId);
-  let admission = await hub.admitDevice(siteId, deviceId, digest);
-  let usedBcrypt = false;
-  if (admission.result === "verify") {
-    const issued = issuedKeys.get(deviceId);
-    const known = issued !== undefined && issued.bcryptHash === admission.bcryptHash && sameDigest(issued.keyDigest, digest);
-    if (!known) {
-      usedBcrypt = true;
-      if (!(await verifySecret(apiKey, admission.bcryptHash))) throw deviceUnauthorized();
-    }
-    admission = await hub.confirmDeviceKey(siteId, deviceId, digest, admission.bcryptHash);
-  }
-  if (admission.result === "inactive") throw forbidden(`Device is ${admission.state}`);
-  if (admission.result !== "ok") throw deviceUnauthorized();
-  return { device: { deviceId, siteId }, usedBcrypt };
+): Promise<{ device: AuthDevice; usedBcrypt: boolean }> {
+  const credential = await identifyDevice(db, deviceId, apiKey);
+  const hub = siteHub(env, credential.siteId);
+  const { usedBcrypt } = await admitThroughHub(env, credential, async (digest) => {
+    const admission = await hub.admitDevice(credential.siteId, credential.deviceId, digest);
+    return admission.result === "ok" ? admission : { notAdmitted: admission };
+  });
+  return { device: { deviceId: credential.deviceId, siteId: credential.siteId }, usedBcrypt };
 }
 
 /** After a key rotation or a lifecycle change in D1: the hub re-reads the device's credential. */

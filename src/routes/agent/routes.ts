@@ -6,8 +6,15 @@ import { normaliseTimestamp } from "../../lib/time";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { ensureOwnDevice, recordDeviceDna } from "../../services/devices";
 import { siteHub } from "../../services/live";
-import type { AuthDevice, Env } from "../../env";
+import type { Env } from "../../env";
+import type { HeartbeatResult } from "../../../durable-objects/site-hub";
+import type { RateLimited } from "../../../durable-objects/rate-limit";
+import type { StoreReason } from "../../../durable-objects/metrics";
+import { admitThroughHub, type DeviceCredential } from "../../services/device-auth";
+import { deviceAuthTiming } from "../../middleware/auth";
 import * as s from "./schema";
+
+type StoreDecision = { stored: boolean; reason: StoreReason };
 
 const TAGS = ["Device calls"];
 const DEVICE_BODY_LIMIT = 64 * 1024;
@@ -19,7 +26,7 @@ const deviceBodyLimit = bodyLimit({
 
 const telemetryRoute = (path: string, deprecated: true | undefined, summary: string) =>
   apiRoute({
-    method: "post", path, auth: "device", deprecated, tags: TAGS, summary,
+    method: "post", path, auth: "device-in-hub", deprecated, tags: TAGS, summary,
     description: "CPU, memory and disk (0–100 %) with optional temperature, latency, transaction count, uptime and error rate. Stored by delta rules: the first sample after a device restart, at least every 5 minutes, and whenever a value moves by more than 5 % (thresholds configurable); the response says what happened. Counts as a sign of life for presence.",
     request: jsonBody(s.TelemetryBody),
     responses: { 200: jsonResponse(s.TelemetryResponse, "Storage decision") },
@@ -37,7 +44,7 @@ export function agentRoutes({ legacy }: { legacy: boolean }) {
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/heartbeat", auth: "device", deprecated, tags: TAGS,
+      method: "post", path: "/heartbeat", auth: "device-in-hub", deprecated, tags: TAGS,
       summary: "Heartbeat",
       description: "Keeps the device online. Presence is decided by server time; the device is marked offline after 3 missed intervals (default interval 10 s, so 30 s; clamped 30 s–10 min). No database write per heartbeat: the site's hub keeps presence and writes transitions.",
       request: jsonBody(s.HeartbeatBody),
@@ -45,23 +52,30 @@ export function agentRoutes({ legacy }: { legacy: boolean }) {
       errors: [429],
     }),
     async (c) => {
-      const device = c.var.device!;
+      const credential = c.var.deviceCredential!;
       const body = c.req.valid("json");
-      ensureOwnDevice(device.deviceId, body.device_id);
-      const result = await siteHub(c.env, device.siteId).heartbeat(device.siteId, {
-        deviceId: device.deviceId,
-        reportedStatus: body.status === "error" || body.status === "unhealthy" ? "error" : undefined,
-        intervalS: body.heartbeat_interval_s,
-        bootId: body.boot_id,
-        uptimeS: body.uptime_seconds,
-        reportedAt: body.timestamp ? normaliseTimestamp(body.timestamp) : undefined,
-      });
+      await refuseForeignDevice(c.env, credential, [body.device_id]);
+      const started = performance.now();
+      const { value: result, usedBcrypt } = await admitThroughHub<HeartbeatResult | RateLimited>(c.env, credential, async (keyDigest) =>
+        await siteHub(c.env, credential.siteId).heartbeat(credential.siteId, keyDigest, {
+          deviceId: credential.deviceId,
+          reportedStatus: body.status === "error" || body.status === "unhealthy" ? "error" : undefined,
+          intervalS: body.heartbeat_interval_s,
+          bootId: body.boot_id,
+          uptimeS: body.uptime_seconds,
+          reportedAt: body.timestamp ? normaliseTimestamp(body.timestamp) : undefined,
+        }));
+      c.header("Server-Timing", deviceAuthTiming(usedBcrypt, started));
       if ("rateLimited" in result) throw tooManyRequests("Too many calls from this device", result.retryAfterS);
-      return c.json({ status: "ok" as const, device_id: device.deviceId, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time }, 200);
+      return c.json({ status: "ok" as const, device_id: credential.deviceId, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time }, 200);
     },
   );
 
-  app.openapi(telemetryRoute("/telemetry", deprecated, "Telemetry"), async (c) => c.json(await ingestTelemetry(c.env, c.var.device!, c.req.valid("json")), 200));
+  app.openapi(telemetryRoute("/telemetry", deprecated, "Telemetry"), async (c) => {
+    const { body, usedBcrypt, started } = await ingestTelemetry(c.env, c.var.deviceCredential!, c.req.valid("json"));
+    c.header("Server-Timing", deviceAuthTiming(usedBcrypt, started));
+    return c.json(body, 200);
+  });
 
   app.openapi(
     apiRoute({
@@ -87,20 +101,42 @@ export function agentRoutes({ legacy }: { legacy: boolean }) {
 export function deviceMetricsRoutes() {
   const app = newRouter();
   app.use("*", deviceBodyLimit);
-  app.openapi(telemetryRoute("/device-metrics", undefined, "Device metrics (telemetry)"), async (c) => c.json(await ingestTelemetry(c.env, c.var.device!, c.req.valid("json")), 200));
+  app.openapi(telemetryRoute("/device-metrics", undefined, "Device metrics (telemetry)"), async (c) => {
+    const { body, usedBcrypt, started } = await ingestTelemetry(c.env, c.var.deviceCredential!, c.req.valid("json"));
+    c.header("Server-Timing", deviceAuthTiming(usedBcrypt, started));
+    return c.json(body, 200);
+  });
   return app;
 }
 
-async function ingestTelemetry(env: Env, device: AuthDevice, input: TelemetryInput) {
+/**
+ * A body naming another device is refused with 403 — but only once the caller has proven its own
+ * key, so that a bad key still answers the one 401.
+ */
+async function refuseForeignDevice(env: Env, credential: DeviceCredential, claimed: (string | undefined)[]) {
+  if (claimed.every((id) => id === undefined || id === credential.deviceId)) return;
+  await admitThroughHub(env, credential, async (keyDigest) => {
+    const admission = await siteHub(env, credential.siteId).admitDevice(credential.siteId, credential.deviceId, keyDigest);
+    return admission.result === "ok" ? admission : { notAdmitted: admission };
+  });
+  ensureOwnDevice(credential.deviceId, claimed.find((id) => id !== undefined && id !== credential.deviceId));
+}
+
+async function ingestTelemetry(env: Env, credential: DeviceCredential, input: TelemetryInput) {
   const samples = Array.isArray(input) ? input : [input];
-  for (const sample of samples) ensureOwnDevice(device.deviceId, sample.device_id);
-  const results = await siteHub(env, device.siteId).telemetry(
-    device.siteId,
-    device.deviceId,
-    samples.map(({ device_id: _d, site_id: _s, ...sample }) => ({ ...sample, timestamp: sample.timestamp ? normaliseTimestamp(sample.timestamp) : undefined })),
-  );
+  await refuseForeignDevice(env, credential, samples.map((sample) => sample.device_id));
+  const started = performance.now();
+  const { value: results, usedBcrypt } = await admitThroughHub<StoreDecision[] | RateLimited>(env, credential, async (keyDigest) =>
+    await siteHub(env, credential.siteId).telemetry(
+      credential.siteId,
+      keyDigest,
+      credential.deviceId,
+      samples.map(({ device_id: _d, site_id: _s, ...sample }) => ({ ...sample, timestamp: sample.timestamp ? normaliseTimestamp(sample.timestamp) : undefined })),
+    ));
   if ("rateLimited" in results) throw tooManyRequests("Too many calls from this device", results.retryAfterS);
   const serverTime = new Date().toISOString();
-  if (!Array.isArray(input)) return { ...results[0], device_id: device.deviceId, server_time: serverTime };
-  return { device_id: device.deviceId, results, stored_count: results.filter((r) => r.stored).length, server_time: serverTime };
+  const body = !Array.isArray(input)
+    ? { ...results[0], device_id: credential.deviceId, server_time: serverTime }
+    : { device_id: credential.deviceId, results, stored_count: results.filter((r) => r.stored).length, server_time: serverTime };
+  return { body, usedBcrypt, started };
 }
