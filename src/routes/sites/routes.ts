@@ -41,15 +41,13 @@ export function siteRoutes({ legacy }: { legacy: boolean }) {
       errors: [403, 404, 409],
     });
 
-  const list = async (c: Parameters<Parameters<typeof app.openapi>[1]>[0]) => {
-    const rows = await listSites(c.var.db, c.var.user!);
-    return c.json({ sites: rows.map(s.toSiteListItem) }, 200);
-  };
-
   // `/api/v1/sites/sites` is declared before `/{site_id}` so it is never read as a site id.
   const listPaths = legacy ? ["/"] : ["/sites", "/"];
   for (const path of listPaths) {
-    app.openapi(listRoute(path), list as never);
+    app.openapi(listRoute(path), async (c) => {
+      const rows = await listSites(c.var.db, c.var.user!);
+      return c.json({ sites: rows.map(s.toSiteListItem) }, 200);
+    });
     app.openapi(createRoute(path), async (c) => {
       const body = c.req.valid("json");
       const site = await createSite(c.var.db, c.var.user!, body, c.req.raw);
