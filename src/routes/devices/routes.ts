@@ -7,9 +7,17 @@ import {
   provisionDevice, rotateDeviceKey, setLifecycle, updateDevice,
 } from "../../services/devices";
 import { startSimulatedAgent } from "../../services/agents";
+import type { Db } from "../../env";
+import type { DeviceRow } from "../../services/devices";
 import * as s from "./schema";
 
 const TAGS = ["Devices"];
+
+/** The detail form of a device, with its current lifecycle epoch. */
+async function detailOf(db: Db, device: DeviceRow) {
+  const epoch = await currentEpoch(db, device.deviceId);
+  return s.toDeviceDetail(device, epoch?.epochId ?? null);
+}
 
 /** `/api/v1/devices/...` and the deprecated `/devices/...`: the device registry. */
 export function deviceRoutes({ legacy }: { legacy: boolean }) {
@@ -79,8 +87,7 @@ export function deviceRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { device_id } = c.req.valid("param");
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "viewer", c.req.raw);
-      const epoch = await currentEpoch(c.var.db, device_id);
-      return c.json(s.toDeviceDetail(device, epoch?.epochId ?? null), 200);
+      return c.json(await detailOf(c.var.db, device), 200);
     },
   );
 
@@ -97,8 +104,7 @@ export function deviceRoutes({ legacy }: { legacy: boolean }) {
       const { device_id } = c.req.valid("param");
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
       const row = await updateDevice(c.var.db, c.var.user!, device, c.req.valid("json"), c.req.raw);
-      const epoch = await currentEpoch(c.var.db, device_id);
-      return c.json(s.toDeviceDetail(row, epoch?.epochId ?? null), 200);
+      return c.json(await detailOf(c.var.db, row), 200);
     },
   );
 
@@ -135,8 +141,7 @@ export function deviceRoutes({ legacy }: { legacy: boolean }) {
         const { device_id } = c.req.valid("param");
         const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
         const row = await setLifecycle(c.env, c.var.db, c.var.user!, device, action === "suspend" ? "suspended" : "active", c.req.raw);
-        const epoch = await currentEpoch(c.var.db, device_id);
-        return c.json(s.toDeviceDetail(row, epoch?.epochId ?? null), 200);
+        return c.json(await detailOf(c.var.db, row), 200);
       },
     );
   }
