@@ -1,23 +1,32 @@
 /**
- * The agents of one site, run inside its SiteHub (DESIGN.md §1 "durable-objects/"): simulated agents
+ * The agents of one site, run inside its SiteHub: simulated agents
  * brought up to now on demand (lifecycle steps, generated telemetry, health checks that count as
  * heartbeats), the agent view of real devices from what they reported, pushes and commands acting on
  * an agent, the 2-second health checks and coalesced heartbeats while someone watches, and the D1
- * records all of that leaves (health_checks, audit events, the agents projection).
+ * records all of that leaves (health_checks, audit events, the agents projection), through the
+ * hub's outbox.
  *
- * The state itself lives in the `Agents` store (agents.ts); this module orchestrates it and reaches
- * the rest of the hub only through `AgentHost`, in the style of CommandQueue and JobRunner.
+ * The state itself lives in the `Agents` store (agent-store.ts) and the health model in
+ * agent-model.ts; this module orchestrates them and reaches the rest of the hub only through
+ * `AgentHost`, in the style of CommandQueue and JobRunner.
  */
-import { classify } from "../src/services/audit";
-import type { TimedPart } from "./site-hub";
+import type {
+  AgentDevice, AgentLogEntry, AgentSnapshot, DiagnosticResult, Outcome, PartialHealth, PushInput, PushResult, Sample, SeriesReply,
+  SeriesRequest, StoreReason,
+} from "../src/shared/hub-contract";
+import { refuse } from "../src/shared/hub-contract";
+import { realAgentView, type LatestSample } from "../src/shared/agent-view";
+import type { AgentState, DiagnosticComponent, PushAction } from "../src/shared/vocabulary";
+import { iso } from "../src/shared/time";
+import type { TimedPart } from "./timed-part";
 import { DEFAULT_INTERVAL_S, type Presence, type Transition } from "./presence";
-import type { MetricsStore, Sample, StoreReason } from "./metrics";
+import type { MetricsStore } from "./metrics";
 import {
   HEALTH_CHECK_PERIOD_MS, bootIdOf, configVersionOf, healthAt, incidentsBetween, rand, sampleAt, simulatedDiagnostics, telemetryTimes,
-  type AgentDevice, type AgentRow, type AgentSnapshot, type AgentState, type AgentWork, type Agents, type DiagnosticComponent,
-  type DiagnosticResult, type HealthRecord, type HubOutcome, type PartialHealth, type PushAction, type PushInput, type PushResult,
-  type SeriesRequest, type UpdatePlan,
-} from "./agents";
+  type HealthRecord,
+} from "./agent-model";
+import type { AgentRow, AgentWork, Agents, UpdatePlan } from "./agent-store";
+import type { D1Outbox } from "./outbox";
 import type { CommandRow, SimulatedOutcome } from "./commands";
 
 /** How often stored history is pruned (a prune rides on an alarm that other work already needs). */
@@ -26,13 +35,16 @@ export const PRUNE_EVERY_MS = 6 * 3_600_000;
 /** What the agent runtime needs from its hub. */
 export interface AgentHost {
   siteId(): string;
+  /** For reads only (the site's simulated devices); writes go through the outbox. */
   d1(): D1Database;
+  outbox: D1Outbox;
+  now(): number;
   agents: Agents;
   presence: Presence;
   metrics: MetricsStore;
   /** Appends to the site's live stream and delivers to current subscribers. */
   emit(type: string, data: unknown): void;
-  /** Records presence transitions in D1 and publishes them as `device.status` events. */
+  /** Records presence transitions (through the outbox) and publishes them as `device.status` events. */
   applyTransitions(transitions: Transition[]): Promise<void>;
   /** Keeps the hub's alarm at the earliest wake of its parts (see SiteHub.ensureAlarm). */
   ensureAlarm(now: number, neededBy?: number): Promise<void>;
@@ -115,7 +127,7 @@ export class AgentRuntime {
   }
 
   /** A push to a simulated agent (every body form of `POST /agents/{id}/push`). */
-  async pushToAgent(device: AgentDevice, push: PushInput, requestedBy: string | null): Promise<HubOutcome<PushResult>> {
+  async pushToAgent(device: AgentDevice, push: PushInput, requestedBy: string | null): Promise<Outcome<PushResult>> {
     return this.withAgentWork((work, now) => this.push(device, push, requestedBy, now, work));
   }
 
@@ -124,7 +136,7 @@ export class AgentRuntime {
     return this.withAgentWork((work, now) => {
       // History stays readable for a suspended device; only a running agent is brought up to date.
       if (device.source === "simulated" && device.lifecycleState === "active") this.liveAgent(device, now, work);
-      return this.series(device.deviceId, request, now);
+      return this.series(device.deviceId, request);
     });
   }
 
@@ -184,8 +196,8 @@ export class AgentRuntime {
     if (!work || !agent?.active) return undefined;
     const device: AgentDevice = {
       deviceId: agent.device_id, name: agent.device_id, deviceType: agent.device_type, source: "simulated", lifecycleState: "active",
-      createdAt: new Date(agent.created_ms).toISOString(), firmware: null, osType: null, osVersion: null, osDetails: null,
-    } as AgentDevice;
+      createdAt: iso(agent.created_ms), firmware: null, osType: null, osVersion: null, osDetails: null, hostname: null, dna: null,
+    };
     if (row.command_type === "restart") {
       const reboot = this.rebootAgent(device, `command ${row.command_id}`, now, work);
       return { status: "completed", result: { reboot_time_seconds: reboot.reboot_time_seconds, health_check: reboot.health_check, simulated: true } };
@@ -245,7 +257,7 @@ export class AgentRuntime {
   // ---- internals ---------------------------------------------------------------------------
 
   private async withAgentWork<T>(fn: (work: AgentWork, now: number) => T): Promise<T> {
-    const now = Date.now();
+    const now = this.host.now();
     const work: AgentWork = { steps: [], transitions: [], health: [], audits: [], metrics: [] };
     const result = fn(work, now);
     await this.finishAgentWork(work, now, true);
@@ -367,72 +379,34 @@ export class AgentRuntime {
     return this.realSnapshot(device, now);
   }
 
-  /** A real device's agent view: presence, its latest telemetry sample and its DNA. */
+  /** A real device's agent view from its live presence and latest sample (the one rule in src/shared/agent-view.ts). */
   private realSnapshot(device: AgentDevice, now: number): AgentSnapshot {
     const p = this.presence.get(device.deviceId);
-    const latestText = this.sql.exec<{ latest: string | null }>("SELECT latest FROM metrics_state WHERE device_id = ?", device.deviceId).toArray()[0]?.latest;
-    const latest = latestText ? (JSON.parse(latestText) as Sample & { recorded_at?: string }) : undefined;
-    const status = p?.status ?? "offline";
-    const lastSeen = p ? new Date(p.last_seen_ms).toISOString() : null;
-    const uptime = p?.uptime_s != null
-      ? p.uptime_s + (status !== "offline" ? Math.floor((now - p.last_seen_ms) / 1000) : 0)
-      : latest?.uptime_seconds ?? null;
-    const dna = device.dna ?? {};
-    const text = (v: unknown) => (typeof v === "string" && v ? v : undefined);
-    const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
-    const error = status === "error" ? "The device reported an error"
-      : status === "offline" ? (lastSeen ? `No heartbeat since ${lastSeen}` : "The device has not called in yet") : undefined;
-    const os = text(device.osDetails) ?? ([device.osType, device.osVersion].filter(Boolean).join(" ") || undefined);
-    const health: PartialHealth = {
-      status: error ? "unhealthy" : "healthy",
-      config_version: text(dna.config_version),
-      last_restart: uptime !== null ? new Date(now - uptime * 1000).toISOString() : undefined,
-      response_time_ms: latest?.network_latency_ms !== undefined ? Math.round(latest.network_latency_ms) : undefined,
-      device_info: {
-        model: text(dna.model) ?? text(device.hostname),
-        firmware: text(device.firmware),
-        os,
-        memory_mb: num(dna.memory_mb),
-        storage_gb: num(dna.storage_gb),
-        uptime_hours: uptime !== null ? Math.round(uptime / 360) / 10 : undefined,
-      },
-      services: { network: status === "offline" ? "disconnected" : "connected" },
-      metrics: latest ? {
-        cpu_usage_percent: latest.cpu_usage,
-        memory_usage_percent: latest.memory_usage,
-        disk_usage_percent: latest.disk_usage,
-        transactions_today: latest.transaction_count,
-        uptime_seconds: latest.uptime_seconds,
-        temperature_celsius: latest.temperature,
-        network_latency_ms: latest.network_latency_ms,
-        error_rate: latest.error_rate,
-      } : undefined,
-      error,
-      checked_at: new Date(now).toISOString(),
-    };
+    const latest = this.metrics.latest(device.deviceId);
+    const view = realAgentView({
+      status: p?.status ?? "offline",
+      lastSeen: p ? iso(p.last_seen_ms) : null,
+      uptime: p?.uptime_s != null ? { seconds: p.uptime_s, atMs: p.last_seen_ms }
+        : latest?.uptime_seconds != null ? { seconds: latest.uptime_seconds, atMs: p?.last_seen_ms ?? now } : null,
+      latest: latest as LatestSample | null,
+      firmware: device.firmware, osType: device.osType, osVersion: device.osVersion, osDetails: device.osDetails,
+      hostname: device.hostname, dna: device.dna,
+    }, now);
     return {
       device_id: device.deviceId,
       source: "real",
-      state: status === "offline" ? "idle" : "ready",
+      state: view.state,
       state_since: null,
-      config_version: health.config_version ?? null,
+      config_version: view.config_version,
       target_version: null,
       next_transition_at: null,
-      status,
-      last_heartbeat: lastSeen,
-      health,
-      uptime_seconds: uptime,
+      status: view.status,
+      last_heartbeat: view.last_heartbeat,
+      health: view.health,
+      uptime_seconds: view.uptime_seconds,
       configuration: null,
       simulation: null,
-      live_metrics: latest ? {
-        cpu_usage: latest.cpu_usage,
-        memory_usage: latest.memory_usage,
-        disk_usage: latest.disk_usage,
-        temperature: latest.temperature ?? null,
-        uptime: latest.uptime_seconds ?? null,
-        network_latency: latest.network_latency_ms ?? null,
-        transaction_count: latest.transaction_count ?? null,
-      } : null,
+      live_metrics: view.live_metrics,
     };
   }
 
@@ -445,11 +419,11 @@ export class AgentRuntime {
     return { previous_health: previous, health_check: health, reboot_time_seconds: rebootSeconds, agent_state: "ready" as AgentState };
   }
 
-  private push(device: AgentDevice, push: PushInput, requestedBy: string | null, now: number, work: AgentWork): HubOutcome<PushResult> {
+  private push(device: AgentDevice, push: PushInput, requestedBy: string | null, now: number, work: AgentWork): Outcome<PushResult> {
     const row = this.liveAgent(device, now, work);
     const at = new Date(now).toISOString();
     const action = push.action?.toLowerCase() as PushAction | undefined;
-    const done = (status: PushResult["status"], message: string, extra: Partial<PushResult> = {}): HubOutcome<PushResult> => {
+    const done = (status: PushResult["status"], message: string, extra: Partial<PushResult> = {}): Outcome<PushResult> => {
       const r = this.agents.get(row.device_id)!;
       this.agents.log(row.device_id, now, "push", "info", `${status}: ${message}`, { push, requested_by: requestedBy });
       work.pushes = [...(work.pushes ?? []), { device_id: row.device_id, status, message, action: action ?? null, priority: push.priority ?? null, title: push.title ?? null }];
@@ -469,12 +443,12 @@ export class AgentRuntime {
       const configuration = JSON.parse(row.configuration) as Record<string, unknown>;
       const config = push.config ?? null;
       const target = push.config_version ?? (config ? configVersionOf({ ...configuration, ...config }) : undefined);
-      if (!target) return { ok: false, error: { status: 422, detail: `The action '${action}' needs a config_version or a config object` } };
+      if (!target) return refuse(422, `The action '${action}' needs a config_version or a config object`);
       const plan = row.plan ? (JSON.parse(row.plan) as UpdatePlan) : null;
       if (plan) {
         if (plan.target_version === target && !push.force) return done("in_progress", `Already updating to ${target} (${row.state})`, { target_version: target });
         if (!push.force) {
-          return { ok: false, error: { status: 409, detail: `Agent ${row.device_id} is ${row.state} for an update to ${plan.target_version}; push again with "force": true to replace it` } };
+          return refuse(409, `Agent ${row.device_id} is ${row.state} for an update to ${plan.target_version}; push again with "force": true to replace it`);
         }
         this.agents.abandon(row, `superseded by a forced push of ${target}`, now);
       } else if (target === row.config_version && !push.force) {
@@ -506,12 +480,12 @@ export class AgentRuntime {
     return done("delivered", `Notification delivered: ${text}`);
   }
 
-  private series(deviceId: string, request: SeriesRequest, now: number) {
+  private series(deviceId: string, request: SeriesRequest): SeriesReply {
     const fromIso = new Date(request.fromMs).toISOString();
     const b = request.bucketMs;
     const bucketOf = "(CAST(strftime('%s', recorded_at) AS INTEGER) * 1000 / CAST(? AS INTEGER)) * CAST(? AS INTEGER)";
     if (request.kind === "metrics") {
-      const rows = this.sql.exec<Record<string, number | null>>(
+      const rows = this.sql.exec<Extract<SeriesReply, { kind: "metrics" }>["rows"][number]>(
         `SELECT ${bucketOf} AS bucket, count(*) AS samples,
            avg(cpu) AS cpu_avg, max(cpu) AS cpu_max, avg(memory) AS memory_avg, max(memory) AS memory_max,
            avg(disk) AS disk_avg, max(disk) AS disk_max, avg(temperature) AS temperature_avg,
@@ -519,7 +493,7 @@ export class AgentRuntime {
          FROM metrics_history WHERE device_id = ? AND recorded_at >= ? GROUP BY bucket ORDER BY bucket`,
         b, b, deviceId, fromIso,
       ).toArray();
-      return { kind: "metrics" as const, rows, events: [] as ReturnType<Agents["events"]> };
+      return { kind: "metrics" as const, rows };
     }
     if (request.kind === "transactions") {
       const samples = this.sql.exec<{ recorded_at: string; transaction_count: number }>(
@@ -539,7 +513,6 @@ export class AgentRuntime {
         kind: "transactions" as const,
         rows: [...totals.entries()].map(([bucket, transactions]) => ({ bucket, transactions })),
         latest: samples.length ? samples[samples.length - 1].transaction_count : null,
-        events: [] as ReturnType<Agents["events"]>,
       };
     }
     const rates = this.sql.exec<{ bucket: number; error_rate_avg: number | null; samples: number }>(
@@ -554,7 +527,6 @@ export class AgentRuntime {
       kind: "errors" as const,
       rows: [...buckets].sort((x, y) => x - y).map((bucket) => ({ bucket, errors: counts.get(bucket) ?? 0, error_rate_avg: byBucket.get(bucket)?.error_rate_avg ?? null })),
       events: this.agents.events(deviceId, request.fromMs, { levels: ["error", "warning"], limit: 100 }),
-      now,
     };
   }
 
@@ -568,48 +540,39 @@ export class AgentRuntime {
     }
     for (const p of work.pushes ?? []) this.host.emit("agent.push", p);
     for (const m of work.metrics) this.host.emit("device.metrics", { device_id: m.deviceId, samples: m.samples, reasons: m.reasons });
-    if (work.transitions.length) await this.host.applyTransitions(work.transitions);
-    await this.writeAgentRecords(work);
+    const before = this.host.outbox.added;
+    this.writeAgentRecords(work, now);
+    await this.host.applyTransitions(work.transitions);
+    // What an agent did is in D1 when the call that did it answers (a failed flush is retried by the alarm).
+    if (this.host.outbox.added !== before) await this.host.outbox.flushQuietly();
     if (schedule) await this.host.ensureAlarm(now);
   }
 
-  /** health_checks rows, audit events and the agents projection (rows changed since last written). */
-  private async writeAgentRecords(work: AgentWork) {
-    const db = this.host.d1();
-    const statements: D1PreparedStatement[] = [];
+  /** health_checks rows, audit events and the agents projection (rows changed since last written), into the outbox. */
+  private writeAgentRecords(work: AgentWork, now: number) {
+    const outbox = this.host.outbox;
     for (const h of work.health) {
-      statements.push(db.prepare("INSERT INTO health_checks (device_id, site_id, status, response_time_ms, details, created_at) VALUES (?, ?, ?, ?, ?, ?)")
-        .bind(h.deviceId, this.host.siteId(), h.record.status, h.record.response_time_ms ?? null, JSON.stringify({ ...h.record, reason: h.reason }), new Date(h.at).toISOString()));
+      outbox.healthCheck({
+        device_id: h.deviceId, status: h.record.status, response_time_ms: h.record.response_time_ms ?? null,
+        details: { ...h.record, reason: h.reason }, created_at: iso(h.at),
+      }, now);
     }
     for (const a of work.audits) {
-      const defaults = classify(a.eventType);
-      statements.push(db.prepare(
-        "INSERT INTO audit_logs (event_type, category, severity, description, site_id, device_id, event_metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-      ).bind(a.eventType, a.category ?? defaults.category, a.severity ?? defaults.severity, a.description, this.host.siteId(), a.deviceId, JSON.stringify(a.metadata), new Date(a.at).toISOString()));
+      outbox.audit({
+        eventType: a.eventType, category: a.category, severity: a.severity, description: a.description,
+        deviceId: a.deviceId, metadata: a.metadata, at: iso(a.at),
+      }, now);
     }
     const unprojected = this.agents.unprojected();
     for (const r of unprojected) {
       const plan = r.plan ? (JSON.parse(r.plan) as UpdatePlan) : null;
-      statements.push(db.prepare(
-        `INSERT INTO agents (device_id, site_id, source, state, config_version, target_version, health_status, last_health_check, last_health_at, booted_at, state_changed_at, updated_at)
-         VALUES (?, ?, 'simulated', ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
-         ON CONFLICT(device_id) DO UPDATE SET site_id = excluded.site_id, state = excluded.state, config_version = excluded.config_version,
-           target_version = excluded.target_version, health_status = excluded.health_status, last_health_check = excluded.last_health_check,
-           last_health_at = excluded.last_health_at, booted_at = excluded.booted_at, state_changed_at = excluded.state_changed_at,
-           updated_at = excluded.updated_at`,
-      ).bind(
-        r.device_id, this.host.siteId(), r.state, r.config_version, plan?.target_version ?? null, r.health_status, r.last_health,
-        r.checked_at_ms === null ? null : new Date(r.checked_at_ms).toISOString(), new Date(r.boot_ms).toISOString(), new Date(r.state_since_ms).toISOString(),
-      ));
+      outbox.agentProjection({
+        device_id: r.device_id, state: r.state, config_version: r.config_version, target_version: plan?.target_version ?? null,
+        health_status: r.health_status, last_health_check: r.last_health,
+        last_health_at: r.checked_at_ms === null ? null : iso(r.checked_at_ms), booted_at: iso(r.boot_ms), state_changed_at: iso(r.state_since_ms),
+      }, now);
     }
-    if (!statements.length) return;
-    try {
-      await db.batch(statements);
-      this.agents.markProjected(unprojected.map((r) => r.device_id));
-    } catch (error) {
-      // The projection is retried by the alarm (rows stay unprojected); health rows and audits of this batch are lost.
-      console.error("agent records write failed", error);
-    }
+    this.agents.markProjected(unprojected.map((r) => r.device_id));
   }
 
   /**

@@ -1,7 +1,16 @@
 import type { D1Outbox } from "./outbox";
+import {
+  ok, refuse, type AckBody, type CommandRecord, type CommandReport, type HubError, type Outcome, type QueueInput,
+} from "../src/shared/hub-contract";
+import {
+  COMMAND_RETENTION_MS, DEFAULT_COMMAND_TTL_S, MAX_COMMAND_TTL_S, OPEN_COMMAND_STATUSES, isOpenCommandStatus, normaliseCommandType,
+  type CommandStatus,
+} from "../src/shared/vocabulary";
+import { canonicalJson, fnv1a } from "../src/shared/ids";
+import { isoOrNull } from "../src/shared/time";
 
 /**
- * The site's device command queue (DESIGN.md §3 Commands), in the hub's SQLite: at-least-once,
+ * The site's device command queue, in the hub's SQLite: at-least-once,
  * leased delivery. `pending → delivered → acknowledged → completed | failed`, plus `expired` and
  * `cancelled`. A poll leases what it returns for 60 s; a lease that lapses without an ack puts the
  * command back to `pending` (same command_id, devices dedupe); after 5 deliveries, or past its TTL,
@@ -45,50 +54,11 @@ export const COMMANDS_SCHEMA = `
 
 export const LEASE_MS = 60_000;
 export const MAX_DELIVERIES = 5;
-export const DEFAULT_TTL_S = 3_600;
-export const MAX_TTL_S = 48 * 3_600;
 export const MAX_OPEN_PER_DEVICE = 50;
-export const MAX_WAIT_S = 25;
-/** Finished commands stay readable this long, then the hub prunes them (and the cron their index rows). */
-export const COMMAND_RETENTION_MS = 30 * 86_400_000;
 const PRUNE_EVERY_MS = 6 * 3_600_000;
 
-export const COMMAND_STATUSES = ["pending", "delivered", "acknowledged", "completed", "failed", "expired", "cancelled"] as const;
-export type CommandStatus = (typeof COMMAND_STATUSES)[number];
-export const OPEN_STATUSES: readonly CommandStatus[] = ["pending", "delivered", "acknowledged"];
-export const isOpen = (s: CommandStatus) => OPEN_STATUSES.includes(s);
-const OPEN_SQL = "('pending', 'delivered', 'acknowledged')";
-
-const ALIASES: Record<string, string> = { reboot: "restart", updateconfig: "update_config", "update-config": "update_config" };
-
-/**
- * The command vocabulary is open (restart, shutdown, update_config, ping and whatever else a device
- * understands); names are lower-cased, `REBOOT` → `restart`, `UPDATE_CONFIG` → `update_config`.
- * Undefined when the name is not a plain identifier.
- */
-export function normaliseCommandType(raw: string): string | undefined {
-  const lower = raw.trim().toLowerCase();
-  const name = ALIASES[lower] ?? lower;
-  return /^[a-z][a-z0-9_]{0,63}$/.test(name) ? name : undefined;
-}
-
-export interface CommandRecord {
-  command_id: string;
-  device_id: string;
-  site_id: string;
-  command_type: string;
-  payload: Record<string, unknown>;
-  status: CommandStatus;
-  attempts: number;
-  created_at: string;
-  delivered_at: string | null;
-  acknowledged_at: string | null;
-  completed_at: string | null;
-  expires_at: string;
-  result: unknown;
-  error_message: string | null;
-  created_by: string | null;
-}
+const isOpen = (s: CommandStatus) => isOpenCommandStatus(s);
+const OPEN_SQL = `(${OPEN_COMMAND_STATUSES.map((s) => `'${s}'`).join(", ")})`;
 
 export type CommandRow = {
   command_id: string;
@@ -113,40 +83,7 @@ export type CommandRow = {
   sim_due_ms: number | null;
 };
 
-export interface QueueInput {
-  deviceId: string;
-  /** Any spelling; normalised here (an invalid name is refused with 422). */
-  commandType: string;
-  payload?: Record<string, unknown>;
-  ttlSeconds?: number;
-  createdBy?: string | null;
-  /** The user who asked (audit). */
-  userId?: number | null;
-  idempotencyKey?: string | null;
-  /** The device's agent runs in the hub (device_source = simulated). */
-  simulated?: boolean;
-  jobId?: string | null;
-  /** Extra wording for the command_queued audit description. */
-  reason?: string;
-}
-
-export interface CommandReport {
-  status: "completed" | "failed";
-  result?: unknown;
-  errorMessage?: string | null;
-}
-
-export interface AckBody {
-  message: string;
-  command_id: string;
-  acknowledged_at: string | null;
-}
-
-export type CommandError = { status: 404 | 409 | 422 | 429; detail: string; retryAfterS?: number };
-export type Outcome<T> = { ok: true; value: T } | { ok: false; error: CommandError };
-
-const ok = <T>(value: T): Outcome<T> => ({ ok: true, value });
-const fail = <T>(status: CommandError["status"], detail: string): Outcome<T> => ({ ok: false, error: { status, detail } });
+const fail = <T>(status: HubError["status"], detail: string): Outcome<T> => refuse<T>(status, detail);
 
 export interface CommandHost {
   siteId(): string;
@@ -167,13 +104,7 @@ export interface SimulatedOutcome {
   error?: string;
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
-/** JSON with sorted keys, so equal results compare equal whatever their key order. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v) =>
-    v && typeof v === "object" && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v);
-}
+const iso = isoOrNull;
 
 const EVENT: Partial<Record<CommandStatus, string>> = {
   delivered: "command_delivered",
@@ -265,8 +196,8 @@ export class CommandQueue {
   queue(input: QueueInput, now: number, commandId = crypto.randomUUID()): Outcome<{ command: CommandRecord; created: boolean }> {
     const commandType = normaliseCommandType(input.commandType);
     if (!commandType) return fail(422, `Invalid command type '${input.commandType}'`);
-    const ttlS = input.ttlSeconds ?? DEFAULT_TTL_S;
-    if (!Number.isInteger(ttlS) || ttlS < 1 || ttlS > MAX_TTL_S) return fail(422, `ttl_seconds must be between 1 and ${MAX_TTL_S}`);
+    const ttlS = input.ttlSeconds ?? DEFAULT_COMMAND_TTL_S;
+    if (!Number.isInteger(ttlS) || ttlS < 1 || ttlS > MAX_COMMAND_TTL_S) return fail(422, `ttl_seconds must be between 1 and ${MAX_COMMAND_TTL_S}`);
     const payload = input.payload ?? {};
     const fingerprint = canonicalJson([commandType, payload, ttlS]);
     if (input.idempotencyKey) {
@@ -488,8 +419,7 @@ export class CommandQueue {
 
 /** A small seeded generator, so a command's simulated figures are the same every time they are computed. */
 function seeded(seed: string): () => number {
-  let h = 2166136261;
-  for (let i = 0; i < seed.length; i++) h = Math.imul(h ^ seed.charCodeAt(i), 16777619);
+  let h = fnv1a(seed);
   return () => {
     h = Math.imul(h ^ (h >>> 15), 2246822507);
     h = Math.imul(h ^ (h >>> 13), 3266489909);
@@ -506,9 +436,6 @@ function settingsOf(payload: Record<string, unknown>): Record<string, unknown> {
   }
   return Object.fromEntries(Object.entries(payload).filter(([k]) => !JOB_KEYS.has(k)));
 }
-
-/** The command types a simulated agent understands. */
-export const SIMULATED_COMMAND_TYPES = ["restart", "shutdown", "update_config", "ping"] as const;
 
 /**
  * What a simulated agent does with a command: restart reboots in 2–6 s (`reboot_time_seconds`),

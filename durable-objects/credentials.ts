@@ -3,9 +3,11 @@
  * the SHA-256 digest of the key that last passed bcrypt against that hash. The hub is the one place
  * per site every device call passes through, so rotation and suspension invalidate here at once for
  * every isolate, and a device call needs no D1 read: the record is re-read from D1 at most once a
- * minute per device (a safety net should an invalidation ever be missed).
+ * minute per device (a safety net should an invalidation ever be missed). The same read brings the
+ * device's configured heartbeat interval, which presence uses.
  */
-import { sameDigest } from "../src/lib/ids";
+import { sameDigest } from "../src/shared/ids";
+import type { Admission } from "../src/shared/hub-contract";
 
 export const CREDENTIAL_REFRESH_MS = 60_000;
 
@@ -13,16 +15,10 @@ interface CredentialRecord {
   bcryptHash: string | null;
   state: string;
   siteId: string;
+  intervalS: number;
   fetchedAt: number;
   verifiedDigest?: string;
 }
-
-export type Admission =
-  | { result: "ok" }
-  /** The key has not been checked against this hash yet: the Worker runs bcrypt and confirms. */
-  | { result: "verify"; bcryptHash: string }
-  | { result: "unknown" }
-  | { result: "inactive"; state: string };
 
 export class DeviceCredentials {
   private readonly records = new Map<string, CredentialRecord>();
@@ -48,18 +44,31 @@ export class DeviceCredentials {
     this.records.delete(deviceId);
   }
 
+  /** The operator's heartbeat interval for the device, as last read (presence falls back to its default). */
+  configuredIntervalS(deviceId: string): number | undefined {
+    return this.records.get(deviceId)?.intervalS;
+  }
+
+  /** Reads the device's record now (after an operator changed it), for its configured interval. */
+  async refresh(deviceId: string, now: number): Promise<number | undefined> {
+    this.records.delete(deviceId);
+    return (await this.current(deviceId, now))?.intervalS;
+  }
+
   private async current(deviceId: string, now: number): Promise<CredentialRecord | undefined> {
     const cached = this.records.get(deviceId);
     if (cached && now - cached.fetchedAt < CREDENTIAL_REFRESH_MS) return cached;
     const row = await this.d1()
-      .prepare("SELECT api_key_hash, lifecycle_state, site_id FROM devices WHERE device_id = ?")
+      .prepare("SELECT api_key_hash, lifecycle_state, site_id, heartbeat_interval_s FROM devices WHERE device_id = ?")
       .bind(deviceId)
-      .first<{ api_key_hash: string | null; lifecycle_state: string; site_id: string }>();
+      .first<{ api_key_hash: string | null; lifecycle_state: string; site_id: string; heartbeat_interval_s: number }>();
     if (!row) {
       this.records.delete(deviceId);
       return undefined;
     }
-    const record: CredentialRecord = { bcryptHash: row.api_key_hash, state: row.lifecycle_state, siteId: row.site_id, fetchedAt: now };
+    const record: CredentialRecord = {
+      bcryptHash: row.api_key_hash, state: row.lifecycle_state, siteId: row.site_id, intervalS: row.heartbeat_interval_s, fetchedAt: now,
+    };
     // A refresh that finds the same hash keeps the verified key: nothing about it changed.
     if (cached && cached.bcryptHash === record.bcryptHash) record.verifiedDigest = cached.verifiedDigest;
     this.records.set(deviceId, record);

@@ -1,17 +1,24 @@
 import { drizzle } from "drizzle-orm/d1";
 import { and, eq, inArray } from "drizzle-orm";
 import * as schema from "../src/db/schema";
-import { MAX_TTL_S, isOpen, type CommandQueue, type CommandRow, type CommandStatus } from "./commands";
+import type { CommandQueue, CommandRow } from "./commands";
 import type { D1Outbox } from "./outbox";
+import type { JobSpec } from "../src/shared/hub-contract";
+import {
+  DEFAULT_JOB_DEADLINE_S, MAX_COMMAND_TTL_S, countTargets, isOpenCommandStatus, type JobCounts, type JobStatus,
+} from "../src/shared/vocabulary";
+import { iso } from "../src/shared/time";
+import { specFromRow } from "../src/shared/job-spec";
 
 /**
- * Jobs in the site's hub (DESIGN.md §3 Jobs): `queued → sent → completed | failed | cancelled |
+ * Jobs in the site's hub: `queued → sent → completed | failed | cancelled |
  * timeout`. D1 holds the job record; the hub runs it. Within a second or two of creation the alarm
  * starts it: targets resolved (all active devices of the site, the listed ids, or a device type),
  * `started_at`, `segment`, `config_url`, `config_version` filled, one command queued per target
  * (simulated agents run theirs in the hub, real devices through their queue). Each command's
  * transitions move its execution; when every target has a result the job is `completed` (all
- * succeeded) or `failed`, with `{total, succeeded, failed, pending}`; at its deadline it is `timeout`
+ * succeeded) or `failed`, with `{total, succeeded, failed, cancelled, pending}` counted by the one rule
+ * in src/shared/vocabulary.ts (`countTargets`); at its deadline it is `timeout`
  * and on cancel `cancelled`, and either way its open commands are cancelled. Every job transition
  * is audited, recorded as a job_outcome and published as `job.updated`.
  */
@@ -39,33 +46,14 @@ export const JOBS_SCHEMA = `
   );
 `;
 
-export const DEFAULT_DEADLINE_S = 15 * 60;
 /** Job commands outlive the deadline a little, so the job's own timeout (not their TTL) ends them. */
 const COMMAND_GRACE_S = 60;
 const FINISHED_RETENTION_MS = 30 * 86_400_000;
 const START_RETRY_MS = 5_000;
 
-export type JobStatus = "queued" | "sent" | "completed" | "failed" | "cancelled" | "timeout";
 const FINAL_EVENT: Record<"completed" | "failed" | "cancelled" | "timeout", string> = {
   completed: "job_completed", failed: "job_failed", cancelled: "job_cancelled", timeout: "job_timeout",
 };
-
-/** What the hub needs to run a job (a copy of the D1 row, as created). */
-export interface JobSpec {
-  jobId: string;
-  action: string;
-  description: string | null;
-  priority: string;
-  targetDeviceIds: string[] | null;
-  deviceType: string | null;
-  configUrl: string | null;
-  configVersion: string | null;
-  createdBy: string | null;
-  createdAt: string;
-  deadlineAt: string;
-  segment?: string;
-  startedAt?: string;
-}
 
 type RunRow = {
   job_id: string;
@@ -88,15 +76,9 @@ type TargetRow = {
   completed_ms: number | null;
 };
 
-export type JobCounts = {
-  total: number;
-  succeeded: number;
-  failed: number;
-  pending: number;
-};
-
 export interface JobHost {
   siteId(): string;
+  now(): number;
   outbox: D1Outbox;
   commands: CommandQueue;
   d1(): D1Database;
@@ -105,7 +87,6 @@ export interface JobHost {
 
 type SiteDevice = { device_id: string; device_type: string; device_source: string; lifecycle_state: string };
 
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The command a job's action becomes: REBOOT → restart and so on; free text becomes an identifier. */
 export function commandTypeForAction(action: string): string {
@@ -172,7 +153,7 @@ export class JobRunner {
     if (this.run(jobId)) return this.run(jobId)!.status;
     if (job.status !== "queued" && job.status !== "sent") return job.status;
     const spec = specFromRow(job);
-    const now = Date.now();
+    const now = this.host.now();
     this.sql.exec(
       "INSERT INTO job_runs (job_id, status, spec, start_due_ms, deadline_ms, started_ms) VALUES (?, ?, ?, ?, ?, ?)",
       jobId, job.status, JSON.stringify(spec), now, Date.parse(spec.deadlineAt), job.startedAt ? Date.parse(job.startedAt) : null,
@@ -182,13 +163,13 @@ export class JobRunner {
       const executions = await this.db().select().from(schema.jobExecutions).where(eq(schema.jobExecutions.jobId, jobId)).all();
       for (const e of executions) {
         const command = e.commandId ? this.host.commands.row(e.commandId) : undefined;
-        const status = command?.status ?? (isOpen(e.status as CommandStatus) ? "failed" : e.status);
-        const error = command ? command.error_message : isOpen(e.status as CommandStatus) ? "The command was lost by the site hub" : e.errorMessage;
+        const status = command?.status ?? (isOpenCommandStatus(e.status) ? "failed" : e.status);
+        const error = command ? command.error_message : isOpenCommandStatus(e.status) ? "The command was lost by the site hub" : e.errorMessage;
         this.sql.exec(
           `INSERT OR IGNORE INTO job_targets (job_id, device_id, command_id, status, result, error_message, created_ms, completed_ms)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
           jobId, e.deviceId, e.commandId, status, command?.result ?? (e.result === null ? null : JSON.stringify(e.result)), error,
-          Date.parse(e.createdAt), isOpen(status as CommandStatus) ? null : now,
+          Date.parse(e.createdAt), isOpenCommandStatus(status) ? null : now,
         );
       }
       this.maybeFinish(jobId, now);
@@ -207,7 +188,7 @@ export class JobRunner {
       ).bind(this.host.siteId()).all<SiteDevice>();
       const run = this.run(jobId);
       if (!run || run.status !== "queued") return;
-      this.fanOut(run, results, Date.now());
+      this.fanOut(run, results, this.host.now());
     } finally {
       this.starting.delete(jobId);
     }
@@ -248,7 +229,7 @@ export class JobRunner {
     this.publish(started, "sent", { started_at: iso(now), segment, config_url: configUrl, config_version: configVersion });
 
     const commandType = commandTypeForAction(spec.action);
-    const ttlS = Math.min(MAX_TTL_S, Math.max(1, Math.ceil((run.deadline_ms - now) / 1000) + COMMAND_GRACE_S));
+    const ttlS = Math.min(MAX_COMMAND_TTL_S, Math.max(1, Math.ceil((run.deadline_ms - now) / 1000) + COMMAND_GRACE_S));
     const payload = {
       job_id: spec.jobId, action: spec.action, description: spec.description, priority: spec.priority,
       segment, config_url: configUrl, config_version: configVersion,
@@ -278,7 +259,7 @@ export class JobRunner {
   }
 
   private setTarget(jobId: string, deviceId: string, commandId: string | null, status: string, result: string | null, error: string | null, now: number) {
-    const done = !isOpen(status as CommandStatus);
+    const done = !isOpenCommandStatus(status);
     this.sql.exec(
       `UPDATE job_targets SET command_id = coalesce(?, command_id), status = ?, result = ?, error_message = ?, completed_ms = ?
        WHERE job_id = ? AND device_id = ?`,
@@ -297,19 +278,11 @@ export class JobRunner {
     const target = this.sql.exec<TargetRow>("SELECT * FROM job_targets WHERE job_id = ? AND device_id = ?", command.job_id, command.device_id).toArray()[0];
     if (!target || (target.command_id && target.command_id !== command.command_id)) return;
     this.setTarget(command.job_id, command.device_id, command.command_id, command.status, command.result, command.error_message, now);
-    if (!isOpen(command.status)) this.maybeFinish(command.job_id, now);
+    if (!isOpenCommandStatus(command.status)) this.maybeFinish(command.job_id, now);
   }
 
   counts(jobId: string): JobCounts {
-    const rows = this.sql.exec<{ status: string; n: number }>("SELECT status, count(*) AS n FROM job_targets WHERE job_id = ? GROUP BY status", jobId).toArray();
-    const counts = { total: 0, succeeded: 0, failed: 0, pending: 0 };
-    for (const r of rows) {
-      counts.total += r.n;
-      if (r.status === "completed") counts.succeeded += r.n;
-      else if (isOpen(r.status as CommandStatus)) counts.pending += r.n;
-      else counts.failed += r.n;
-    }
-    return counts;
+    return countTargets(this.sql.exec<{ status: string; n: number }>("SELECT status, count(*) AS n FROM job_targets WHERE job_id = ? GROUP BY status", jobId).toArray());
   }
 
   private maybeFinish(jobId: string, now: number) {
@@ -321,15 +294,17 @@ export class JobRunner {
       this.finish(run, "completed", now, { ...counts, message: "No devices matched the job's targets" }, null);
       return;
     }
-    if (counts.failed === 0) {
+    // A target cancelled on its own (its command cancelled by an operator) did not succeed either.
+    const unsuccessful = counts.failed + counts.cancelled;
+    if (unsuccessful === 0) {
       this.finish(run, "completed", now, counts, null);
       return;
     }
     const failures = this.sql.exec<{ device_id: string; status: string; error_message: string | null }>(
       "SELECT device_id, status, error_message FROM job_targets WHERE job_id = ? AND status != 'completed' ORDER BY device_id LIMIT 4", jobId).toArray();
     const listed = failures.slice(0, 3).map((f) => `${f.device_id}: ${f.error_message ?? f.status}`).join("; ");
-    const more = counts.failed > 3 ? `; and ${counts.failed - 3} more` : "";
-    this.finish(run, "failed", now, counts, `${counts.failed} of ${counts.total} devices failed: ${listed}${more}`);
+    const more = unsuccessful > 3 ? `; and ${unsuccessful - 3} more` : "";
+    this.finish(run, "failed", now, counts, `${unsuccessful} of ${counts.total} devices failed: ${listed}${more}`);
   }
 
   /** The job's end: D1 record, job_outcome, audit and live event, all through the outbox in one batch. */
@@ -399,29 +374,11 @@ export class JobRunner {
         await this.start(job_id);
       } catch (error) {
         // Backs off instead of spinning on the alarm; the cron re-drives it as well.
-        this.sql.exec("UPDATE job_runs SET start_due_ms = ? WHERE job_id = ? AND status = 'queued'", Date.now() + START_RETRY_MS, job_id);
+        this.sql.exec("UPDATE job_runs SET start_due_ms = ? WHERE job_id = ? AND status = 'queued'", this.host.now() + START_RETRY_MS, job_id);
         console.error(`job ${job_id} could not start; retrying`, error);
       }
     }
     this.sql.exec("DELETE FROM job_targets WHERE job_id IN (SELECT job_id FROM job_runs WHERE finished_ms < ?)", now - FINISHED_RETENTION_MS);
     this.sql.exec("DELETE FROM job_runs WHERE finished_ms < ?", now - FINISHED_RETENTION_MS);
   }
-}
-
-export function specFromRow(job: typeof schema.jobs.$inferSelect): JobSpec {
-  return {
-    jobId: job.jobId,
-    action: job.action,
-    description: job.description,
-    priority: job.priority,
-    targetDeviceIds: (job.targetDeviceIds as string[] | null) ?? null,
-    deviceType: job.deviceType,
-    configUrl: job.configUrl,
-    configVersion: job.configVersion,
-    createdBy: job.createdBy,
-    createdAt: job.createdAt,
-    deadlineAt: job.deadlineAt ?? new Date(Date.parse(job.createdAt) + DEFAULT_DEADLINE_S * 1000).toISOString(),
-    segment: job.segment ?? undefined,
-    startedAt: job.startedAt ?? undefined,
-  };
 }

@@ -1,5 +1,5 @@
 /**
- * Subscribers of a site's live channel, held by the SiteHub (DESIGN.md §3 "Live channel").
+ * Subscribers of a site's live channel, held by the SiteHub.
  *
  * WebSockets use the hibernation API: the hub accepts them with `ctx.acceptWebSocket`, answers the
  * text message `ping` with `pong` without waking (auto-response), and may be evicted from memory while
@@ -13,26 +13,16 @@
  * requested point is older than the ring, a `stream.truncated` message (seq = the last seq that can no
  * longer be replayed) comes first, so the client knows it missed events and should reload.
  */
-import type { LiveEvent } from "./live";
+import type { LiveEvent, Subscriber } from "../src/shared/hub-contract";
+import { parseSince } from "../src/shared/time";
 
-export interface Subscriber {
-  user_id: number;
-  connected_at: string;
-  channel: "ws" | "sse";
-}
+export { parseSince };
 
 export const PING = "ping";
 export const PONG = "pong";
 const SSE_KEEPALIVE_MS = 20_000;
 /** A stream this many messages behind is dropped (the client reconnects with Last-Event-ID). */
 const SSE_MAX_BACKLOG = 1000;
-
-/** `since` from a query parameter or Last-Event-ID: a non-negative integer, else undefined. */
-export function parseSince(value: string | null | undefined): number | undefined {
-  if (value === null || value === undefined || value.trim() === "") return undefined;
-  const n = Number(value.trim());
-  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
-}
 
 /** What a subscriber resuming after `since` must be sent first. */
 export function replayFrom(

@@ -3,13 +3,8 @@
  * monotonically increasing `seq`, then fanned out to subscribers. `?since=<seq>` / Last-Event-ID
  * replay from the ring.
  */
-export interface LiveEvent {
-  seq: number;
-  type: string;
-  site_id: string;
-  ts: string;
-  data: unknown;
-}
+import type { LiveEvent } from "../src/shared/hub-contract";
+import { iso } from "../src/shared/time";
 
 export const RING_SIZE = 2000;
 
@@ -25,8 +20,8 @@ export const LIVE_SCHEMA = `
 export class LiveRing {
   constructor(private readonly sql: SqlStorage, private readonly siteId: () => string) {}
 
-  append(type: string, data: unknown, now = new Date()): LiveEvent {
-    const ts = now.toISOString();
+  append(type: string, data: unknown, now: number): LiveEvent {
+    const ts = iso(now);
     const row = this.sql
       .exec<{ seq: number }>("INSERT INTO live_events (type, ts, data) VALUES (?, ?, ?) RETURNING seq", type, ts, JSON.stringify(data))
       .one();

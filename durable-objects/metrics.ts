@@ -1,5 +1,8 @@
+import type { MetricsPolicy } from "../src/shared/config";
+import type { Sample, StoreDecision, StoreReason } from "../src/shared/hub-contract";
+import { iso } from "../src/shared/time";
 /**
- * Metrics delta storage (DESIGN.md §3): per device, a sample is kept only when it says something new —
+ * Metrics delta storage: per device, a sample is kept only when it says something new —
  * the first after a device restart, a snapshot every few minutes, or a real change. The kept rows are
  * the device's history, in this Durable Object's SQLite; D1 gets the latest sample in the site flush.
  */
@@ -25,52 +28,6 @@ export const METRICS_SCHEMA = `
   CREATE INDEX IF NOT EXISTS metrics_history_device_time ON metrics_history (device_id, recorded_at);
 `;
 
-export interface MetricsPolicy {
-  snapshotIntervalMs: number;
-  /** Relative change, e.g. 0.05 for 5 %. */
-  changeThreshold: number;
-  /** Absolute change used when the stored value is 0. */
-  zeroBaselineDelta: number;
-  errorRateDelta: number;
-  retentionDays: number;
-}
-
-export const DEFAULT_POLICY: MetricsPolicy = {
-  snapshotIntervalMs: 5 * 60_000,
-  changeThreshold: 0.05,
-  zeroBaselineDelta: 1.0,
-  errorRateDelta: 0.01,
-  retentionDays: 90,
-};
-
-export function policyFromEnv(env: Record<string, unknown>): MetricsPolicy {
-  const num = (key: string, fallback: number) => {
-    const value = Number(env[key]);
-    return env[key] !== undefined && Number.isFinite(value) && value > 0 ? value : fallback;
-  };
-  return {
-    snapshotIntervalMs: num("METRICS_SNAPSHOT_INTERVAL_S", DEFAULT_POLICY.snapshotIntervalMs / 1000) * 1000,
-    changeThreshold: num("METRICS_CHANGE_THRESHOLD_PERCENT", DEFAULT_POLICY.changeThreshold * 100) / 100,
-    zeroBaselineDelta: DEFAULT_POLICY.zeroBaselineDelta,
-    errorRateDelta: num("METRICS_ERROR_RATE_DELTA", DEFAULT_POLICY.errorRateDelta),
-    retentionDays: num("METRICS_RETENTION_DAYS", DEFAULT_POLICY.retentionDays),
-  };
-}
-
-export interface Sample {
-  cpu_usage: number;
-  memory_usage: number;
-  disk_usage: number;
-  temperature?: number;
-  network_latency_ms?: number;
-  transaction_count?: number;
-  uptime_seconds?: number;
-  error_rate?: number;
-  boot_id?: string;
-  timestamp?: string;
-}
-
-export type StoreReason = "first_sample" | "snapshot_interval" | "changed" | "unchanged";
 
 export type StoredState = {
   stored_at_ms: number;
@@ -117,10 +74,10 @@ export class MetricsStore {
     this.sql.exec("UPDATE metrics_state SET restart_seen = 1 WHERE device_id = ?", deviceId);
   }
 
-  ingest(deviceId: string, sample: Sample, now: number): { stored: boolean; reason: StoreReason } {
+  ingest(deviceId: string, sample: Sample, now: number): StoreDecision {
     const state = this.sql.exec<StoredState>("SELECT * FROM metrics_state WHERE device_id = ?", deviceId).toArray()[0];
     const reason = decide(state, sample, now, this.policy);
-    const recordedAt = new Date(now).toISOString();
+    const recordedAt = iso(now);
     const latest = JSON.stringify({ ...sample, recorded_at: recordedAt, device_timestamp: sample.timestamp ?? null });
     if (reason === "unchanged") {
       this.sql.exec(
@@ -158,6 +115,12 @@ export class MetricsStore {
 
   storedCount(deviceId: string): number {
     return this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM metrics_history WHERE device_id = ?", deviceId).one().n;
+  }
+
+  /** The device's most recent sample, stored or not (with when it arrived). */
+  latest(deviceId: string): (Sample & { recorded_at: string }) | null {
+    const text = this.sql.exec<{ latest: string | null }>("SELECT latest FROM metrics_state WHERE device_id = ?", deviceId).toArray()[0]?.latest;
+    return text ? JSON.parse(text) : null;
   }
 
   dirtyLatest(): { device_id: string; latest: string }[] {

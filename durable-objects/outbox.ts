@@ -1,15 +1,21 @@
-import { auditValues, type AuditInput } from "../src/services/audit";
+import { auditRow, type AuditInput } from "../src/shared/audit-row";
+import { iso } from "../src/shared/time";
+import type { LiveStatus } from "../src/shared/vocabulary";
 
 /**
- * The hub's D1 outbox. Device calls (poll, ack, result) and alarm work change state in the hub's own
- * SQLite at once; what D1 must learn about it (audit rows, job executions, the command index, job
- * status) is appended here in the same synchronous step and written later in coalesced batches — one
- * statement per kind per chunk through `json_each`, all in one atomic `DB.batch`. So a device's poll
- * never waits on D1, and a fan-out to a thousand devices is a handful of statements, not thousands.
+ * The hub's one way to write to D1. Everything a hub changes happens first in its own SQLite; what
+ * D1 must learn about it — presence transitions, last_seen, each device's latest sample, health
+ * checks, the agents projection, audit rows, job executions and status, the command index — is
+ * appended here in the same synchronous step and written in coalesced batches: one statement per
+ * kind per chunk through `json_each`, all in one atomic `DB.batch`. So a device's poll never waits on
+ * D1, a fan-out to a thousand devices is a handful of statements, and a D1 outage loses nothing: a
+ * failed batch stays here and the alarm retries it with backoff.
  *
  * Delivery is at-least-once: a batch that succeeded in D1 but whose rows could not be deleted here
- * (the object died in between) is sent again. Every kind is an upsert or a conditional update except
- * audit rows, which may then repeat — the rare price of never losing one.
+ * (the object died in between) is sent again. Status, last_seen, latest sample, projection and
+ * execution rows are upserts or last-wins updates, so they land exactly once in effect; audit rows,
+ * state-history rows and health checks are inserts and may then repeat — the rare price of never
+ * losing one. See docs/architecture.md.
  */
 export const OUTBOX_SCHEMA = `
   CREATE TABLE IF NOT EXISTS d1_outbox (
@@ -38,8 +44,43 @@ export interface ExecutionRow {
   completed_at: string | null;
 }
 
+/** A presence transition as D1 records it (the device row, a state-history row, an audit row). */
+export interface TransitionRow {
+  deviceId: string;
+  previous: LiveStatus | null;
+  next: LiveStatus;
+  reason: string;
+  at: number;
+}
+
+export interface HealthCheckRow {
+  device_id: string;
+  status: string;
+  response_time_ms: number | null;
+  details: unknown;
+  created_at: string;
+}
+
+export interface AgentProjectionRow {
+  device_id: string;
+  state: string;
+  config_version: string;
+  target_version: string | null;
+  health_status: string | null;
+  last_health_check: string | null;
+  last_health_at: string | null;
+  booted_at: string;
+  state_changed_at: string;
+}
+
 type Entry =
   | { kind: "audit"; body: Record<string, unknown> }
+  | { kind: "device_status"; body: { device_id: string; status: LiveStatus; last_seen: string | null; at: string } }
+  | { kind: "state_history"; body: { device_id: string; previous_state: LiveStatus | null; new_state: LiveStatus; reason: string; timestamp: string } }
+  | { kind: "last_seen"; body: { device_id: string; ts: string } }
+  | { kind: "latest_sample"; body: Record<string, unknown> & { device_id: string } }
+  | { kind: "health_check"; body: HealthCheckRow }
+  | { kind: "agent_projection"; body: AgentProjectionRow }
   | { kind: "index_open"; body: { command_id: string; site_id: string; device_id: string; expires_at: string; created_at: string } }
   | { kind: "index_close"; body: { command_id: string; at: string } }
   | { kind: "execution"; body: Record<string, unknown> }
@@ -58,7 +99,7 @@ export class D1Outbox {
   /** Entries added since this object started: callers compare it to know whether a call wrote anything. */
   added = 0;
 
-  constructor(private readonly sql: SqlStorage, private readonly d1: () => D1Database) {}
+  constructor(private readonly sql: SqlStorage, private readonly d1: () => D1Database, private readonly siteId: () => string, private readonly now: () => number) {}
 
   private add(entry: Entry, now: number) {
     this.sql.exec("INSERT INTO d1_outbox (kind, body, created_ms) VALUES (?, ?, ?)", entry.kind, JSON.stringify(entry.body), now);
@@ -66,16 +107,40 @@ export class D1Outbox {
     if (this.oldestMs === null) this.oldestMs = now;
   }
 
-  audit(input: AuditInput & { at: string }, now: number) {
-    const v = auditValues(input);
-    this.add({
-      kind: "audit",
-      body: {
-        event_type: v.eventType, category: v.category, severity: v.severity, description: v.description,
-        user_id: v.userId, job_id: v.jobId, device_id: v.deviceId, site_id: v.siteId,
-        event_metadata: JSON.stringify(v.eventMetadata ?? {}), created_at: input.at,
-      },
+  /** An audit row, built by the one builder every producer uses. */
+  audit(input: AuditInput, now: number) {
+    const row = auditRow({ siteId: this.siteId(), ...input, at: input.at ?? iso(now) });
+    this.add({ kind: "audit", body: { ...row, eventMetadata: JSON.stringify(row.eventMetadata ?? {}) } }, now);
+  }
+
+  /** A device went online, offline or into error: its D1 status, a state-history row and an audit event. */
+  transition(t: TransitionRow, now: number) {
+    const at = iso(t.at);
+    this.add({ kind: "device_status", body: { device_id: t.deviceId, status: t.next, last_seen: t.next === "offline" ? null : at, at } }, now);
+    this.add({ kind: "state_history", body: { device_id: t.deviceId, previous_state: t.previous, new_state: t.next, reason: t.reason, timestamp: at } }, now);
+    const eventType = t.next === "offline" ? "device_offline" : t.next === "error" ? "device_error" : "device_online";
+    this.audit({
+      eventType, deviceId: t.deviceId, at,
+      description: `Device ${t.deviceId} is ${t.next}: ${t.reason}`,
+      metadata: { previous_state: t.previous, new_state: t.next, reason: t.reason },
     }, now);
+  }
+
+  lastSeen(deviceId: string, lastSeenMs: number, now: number) {
+    this.add({ kind: "last_seen", body: { device_id: deviceId, ts: iso(lastSeenMs) } }, now);
+  }
+
+  /** The device's most recent telemetry sample (as stored in metrics_state.latest). */
+  latestSample(deviceId: string, sample: Record<string, unknown>, now: number) {
+    this.add({ kind: "latest_sample", body: { ...sample, device_id: deviceId, updated_at: iso(now) } }, now);
+  }
+
+  healthCheck(row: HealthCheckRow, now: number) {
+    this.add({ kind: "health_check", body: { ...row, details: JSON.stringify(row.details) } }, now);
+  }
+
+  agentProjection(row: AgentProjectionRow, now: number) {
+    this.add({ kind: "agent_projection", body: row }, now);
   }
 
   indexOpen(row: { command_id: string; site_id: string; device_id: string; expires_at: string; created_at: string }, now: number) {
@@ -138,7 +203,7 @@ export class D1Outbox {
       this.retryAt = 0;
     } catch (error) {
       this.failures++;
-      this.retryAt = Date.now() + Math.min(MAX_BACKOFF_MS, 1_000 * 2 ** this.failures);
+      this.retryAt = this.now() + Math.min(MAX_BACKOFF_MS, 1_000 * 2 ** this.failures);
       throw error;
     } finally {
       this.oldestMs = undefined;
@@ -147,29 +212,90 @@ export class D1Outbox {
 
   private build(rows: { kind: Entry["kind"]; body: string }[]): D1PreparedStatement[] {
     const d1 = this.d1();
-    const of = (kind: Entry["kind"]) => rows.filter((r) => r.kind === kind).map((r) => JSON.parse(r.body));
-    const statements: D1PreparedStatement[] = [];
-    const bulk = (sql: string, items: unknown[]) => {
-      for (const chunk of chunks(items)) statements.push(d1.prepare(sql).bind(JSON.stringify(chunk)));
+    const siteId = this.siteId();
+    const of = (kind: Entry["kind"]) => rows.filter((r) => r.kind === kind).map((r) => JSON.parse(r.body) as Record<string, unknown>);
+    /** Several states of the same record in one flush: the latest wins (they are upserts). */
+    const latest = (kind: Entry["kind"], key: (e: Record<string, unknown>) => string) => {
+      const byKey = new Map<string, Record<string, unknown>>();
+      for (const e of of(kind)) {
+        const k = key(e);
+        byKey.delete(k);
+        byKey.set(k, e);
+      }
+      return [...byKey.values()];
     };
+    const statements: D1PreparedStatement[] = [];
+    /** One statement per chunk; `?1` is the chunk as JSON, `?2` (where the SQL uses it) this hub's site. */
+    const bulk = (sql: string, items: unknown[]) => {
+      const usesSite = sql.includes("?2");
+      for (const chunk of chunks(items)) {
+        const statement = d1.prepare(sql);
+        statements.push(usesSite ? statement.bind(JSON.stringify(chunk), siteId) : statement.bind(JSON.stringify(chunk)));
+      }
+    };
+    const field = (name: string) => `json_extract(value, '$.${name}')`;
 
     bulk(
       `INSERT INTO command_index (command_id, site_id, device_id, expires_at, created_at)
-       SELECT json_extract(value, '$.command_id'), json_extract(value, '$.site_id'), json_extract(value, '$.device_id'),
-              json_extract(value, '$.expires_at'), json_extract(value, '$.created_at')
+       SELECT ${field("command_id")}, ${field("site_id")}, ${field("device_id")}, ${field("expires_at")}, ${field("created_at")}
        FROM json_each(?1) WHERE true ON CONFLICT(command_id) DO NOTHING`,
       of("index_open"),
     );
     bulk(
-      `INSERT INTO audit_logs (event_type, category, severity, description, user_id, job_id, device_id, site_id, event_metadata, created_at)
-       SELECT json_extract(value, '$.event_type'), json_extract(value, '$.category'), json_extract(value, '$.severity'),
-              json_extract(value, '$.description'), json_extract(value, '$.user_id'), json_extract(value, '$.job_id'),
-              json_extract(value, '$.device_id'), json_extract(value, '$.site_id'), json_extract(value, '$.event_metadata'),
-              json_extract(value, '$.created_at')
+      `INSERT INTO audit_logs (event_type, category, severity, description, user_id, job_id, device_id, site_id, event_metadata, ip_address, user_agent, session_id, created_at)
+       SELECT ${field("eventType")}, ${field("category")}, ${field("severity")}, ${field("description")}, ${field("userId")}, ${field("jobId")},
+              ${field("deviceId")}, ${field("siteId")}, ${field("eventMetadata")}, ${field("ipAddress")}, ${field("userAgent")}, ${field("sessionId")}, ${field("createdAt")}
        FROM json_each(?1)`,
       of("audit"),
     );
-    // The latest state of each (job, device) wins; earlier ones in the same flush are superseded.
+    bulk(
+      `UPDATE devices SET status = (SELECT ${field("status")} FROM json_each(?1) WHERE ${field("device_id")} = devices.device_id),
+         last_seen = coalesce((SELECT ${field("last_seen")} FROM json_each(?1) WHERE ${field("device_id")} = devices.device_id), last_seen),
+         updated_at = (SELECT ${field("at")} FROM json_each(?1) WHERE ${field("device_id")} = devices.device_id)
+       WHERE device_id IN (SELECT ${field("device_id")} FROM json_each(?1)) AND site_id = ?2`,
+      latest("device_status", (e) => String(e.device_id)),
+    );
+    bulk(
+      `INSERT INTO device_state_history (device_id, site_id, previous_state, new_state, changed_by, reason, created_at)
+       SELECT ${field("device_id")}, ?2, ${field("previous_state")}, ${field("new_state")}, 'system', ${field("reason")}, ${field("timestamp")}
+       FROM json_each(?1)`,
+      of("state_history"),
+    );
+    bulk(
+      `UPDATE devices SET last_seen = (SELECT max(${field("ts")}) FROM json_each(?1) WHERE ${field("device_id")} = devices.device_id)
+       WHERE device_id IN (SELECT ${field("device_id")} FROM json_each(?1)) AND site_id = ?2`,
+      latest("last_seen", (e) => String(e.device_id)),
+    );
+    bulk(
+      `INSERT INTO device_metrics (device_id, site_id, cpu_usage, memory_usage, disk_usage, temperature, network_latency_ms, transaction_count, uptime_seconds, error_rate, recorded_at, updated_at)
+       SELECT ${field("device_id")}, ?2, ${field("cpu_usage")}, ${field("memory_usage")}, ${field("disk_usage")}, ${field("temperature")},
+              ${field("network_latency_ms")}, ${field("transaction_count")}, ${field("uptime_seconds")}, ${field("error_rate")},
+              ${field("recorded_at")}, ${field("updated_at")}
+       FROM json_each(?1) WHERE true
+       ON CONFLICT(device_id) DO UPDATE SET cpu_usage = excluded.cpu_usage, memory_usage = excluded.memory_usage,
+         disk_usage = excluded.disk_usage, temperature = excluded.temperature, network_latency_ms = excluded.network_latency_ms,
+         transaction_count = excluded.transaction_count, uptime_seconds = excluded.uptime_seconds, error_rate = excluded.error_rate,
+         recorded_at = excluded.recorded_at, updated_at = excluded.updated_at`,
+      latest("latest_sample", (e) => String(e.device_id)),
+    );
+    bulk(
+      `INSERT INTO health_checks (device_id, site_id, status, response_time_ms, details, created_at)
+       SELECT ${field("device_id")}, ?2, ${field("status")}, ${field("response_time_ms")}, ${field("details")}, ${field("created_at")}
+       FROM json_each(?1)`,
+      of("health_check"),
+    );
+    bulk(
+      `INSERT INTO agents (device_id, site_id, source, state, config_version, target_version, health_status, last_health_check, last_health_at, booted_at, state_changed_at, updated_at)
+       SELECT ${field("device_id")}, ?2, 'simulated', ${field("state")}, ${field("config_version")}, ${field("target_version")}, ${field("health_status")},
+              ${field("last_health_check")}, ${field("last_health_at")}, ${field("booted_at")}, ${field("state_changed_at")}, strftime('%Y-%m-%dT%H:%M:%fZ','now')
+       FROM json_each(?1) WHERE true
+       ON CONFLICT(device_id) DO UPDATE SET site_id = excluded.site_id, state = excluded.state, config_version = excluded.config_version,
+         target_version = excluded.target_version, health_status = excluded.health_status, last_health_check = excluded.last_health_check,
+         last_health_at = excluded.last_health_at, booted_at = excluded.booted_at, state_changed_at = excluded.state_changed_at,
+         updated_at = excluded.updated_at`,
+      latest("agent_projection", (e) => String(e.device_id)),
+    );
+    // The latest state of each (job, device) wins; an earlier one's created_at is kept.
     const executions = new Map<string, Record<string, unknown>>();
     for (const e of of("execution")) {
       const key = `${e.job_id}\u0000${e.device_id}`;
@@ -179,9 +305,8 @@ export class D1Outbox {
     }
     bulk(
       `INSERT INTO job_executions (job_id, device_id, command_id, status, result, error_message, created_at, completed_at)
-       SELECT json_extract(value, '$.job_id'), json_extract(value, '$.device_id'), json_extract(value, '$.command_id'),
-              json_extract(value, '$.status'), json_extract(value, '$.result'), json_extract(value, '$.error_message'),
-              coalesce(json_extract(value, '$.created_at'), strftime('%Y-%m-%dT%H:%M:%fZ','now')), json_extract(value, '$.completed_at')
+       SELECT ${field("job_id")}, ${field("device_id")}, ${field("command_id")}, ${field("status")}, ${field("result")}, ${field("error_message")},
+              coalesce(${field("created_at")}, strftime('%Y-%m-%dT%H:%M:%fZ','now')), ${field("completed_at")}
        FROM json_each(?1) WHERE true
        ON CONFLICT(job_id, device_id) DO UPDATE SET command_id = coalesce(excluded.command_id, command_id), status = excluded.status,
          result = excluded.result, error_message = excluded.error_message, completed_at = excluded.completed_at`,
@@ -193,8 +318,8 @@ export class D1Outbox {
       statements.push(d1.prepare(sql).bind(...params));
     }
     bulk(
-      `UPDATE command_index SET closed_at = (SELECT json_extract(value, '$.at') FROM json_each(?1) WHERE json_extract(value, '$.command_id') = command_index.command_id)
-       WHERE command_id IN (SELECT json_extract(value, '$.command_id') FROM json_each(?1))`,
+      `UPDATE command_index SET closed_at = (SELECT ${field("at")} FROM json_each(?1) WHERE ${field("command_id")} = command_index.command_id)
+       WHERE command_id IN (SELECT ${field("command_id")} FROM json_each(?1))`,
       of("index_close"),
     );
     return statements;

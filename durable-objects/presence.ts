@@ -1,12 +1,14 @@
-import { drizzle } from "drizzle-orm/d1";
-import * as schema from "../src/db/schema";
-import { auditValues } from "../src/services/audit";
-import { deviceStateHistory, devices } from "../src/db/schema";
-import { eq } from "drizzle-orm";
+import type { Sighting } from "../src/shared/hub-contract";
+import type { LiveStatus } from "../src/shared/vocabulary";
+import type { TransitionRow } from "./outbox";
 
 /**
- * Live presence of a site's devices. Heartbeats land here (never in D1); D1 hears only about
- * transitions, at once, and about last_seen in coalesced batches.
+ * Live presence of a site's devices. Heartbeats land here (never in D1); D1 hears, through the
+ * hub's outbox, about transitions at once and about last_seen in coalesced batches.
+ *
+ * A device is offline after 3 missed heartbeat intervals. The interval is the one the device reports
+ * in its heartbeats when it reports one (it knows when it will next call), else the one an operator
+ * configured on the device (`heartbeat_interval_s`, changed with PATCH), else 10 s.
  */
 export const PRESENCE_SCHEMA = `
   CREATE TABLE IF NOT EXISTS presence (
@@ -17,7 +19,8 @@ export const PRESENCE_SCHEMA = `
     boot_id TEXT,
     uptime_s INTEGER,
     reported_at TEXT,
-    flushed_ms INTEGER NOT NULL DEFAULT 0
+    flushed_ms INTEGER NOT NULL DEFAULT 0,
+    reported_interval_s INTEGER
   );
   CREATE INDEX IF NOT EXISTS presence_status ON presence (status);
 `;
@@ -31,7 +34,6 @@ export const LAST_SEEN_FLUSH_MS = 60_000;
 export const offlineAfterMs = (intervalS: number) =>
   Math.min(MAX_OFFLINE_AFTER_MS, Math.max(MIN_OFFLINE_AFTER_MS, intervalS * 1000 * MISSED_HEARTBEATS));
 
-export type LiveStatus = "online" | "offline" | "error";
 
 export type PresenceRow = {
   device_id: string;
@@ -42,24 +44,15 @@ export type PresenceRow = {
   uptime_s: number | null;
   reported_at: string | null;
   flushed_ms: number;
+  reported_interval_s: number | null;
 };
 
-export interface Sighting {
-  deviceId: string;
-  /** What the device says about itself; absent means "alive and well". */
-  reportedStatus?: "online" | "error";
-  intervalS?: number;
-  bootId?: string;
-  uptimeS?: number;
-  reportedAt?: string;
-}
+export type Transition = TransitionRow;
 
-export interface Transition {
-  deviceId: string;
-  previous: LiveStatus | null;
-  next: LiveStatus;
-  reason: string;
-  at: number;
+/** Hubs created before the device's own interval was kept apart from the configured one. */
+export function migratePresence(sql: SqlStorage) {
+  const columns = sql.exec<{ name: string }>("PRAGMA table_info(presence)").toArray().map((c) => c.name);
+  if (!columns.includes("reported_interval_s")) sql.exec("ALTER TABLE presence ADD COLUMN reported_interval_s INTEGER");
 }
 
 export class Presence {
@@ -73,22 +66,26 @@ export class Presence {
     return this.sql.exec<PresenceRow>("SELECT * FROM presence").toArray();
   }
 
-  /** Records that the device was heard from at `now` (server time); returns the transition, if any. */
-  sighted(s: Sighting, now: number): { row: PresenceRow; transition?: Transition; restarted: boolean } {
+  /**
+   * Records that the device was heard from at `now` (server time); returns the transition, if any.
+   * `configuredIntervalS`: the operator's interval for the device, used unless it reports its own.
+   */
+  sighted(s: Sighting, now: number, configuredIntervalS?: number): { row: PresenceRow; transition?: Transition; restarted: boolean } {
     const previous = this.get(s.deviceId);
     const status: LiveStatus = s.reportedStatus === "error" ? "error" : "online";
-    const interval = s.intervalS ?? previous?.interval_s ?? DEFAULT_INTERVAL_S;
+    const reported = s.intervalS ?? previous?.reported_interval_s ?? null;
+    const interval = reported ?? configuredIntervalS ?? previous?.interval_s ?? DEFAULT_INTERVAL_S;
     const restarted = !!previous && (
       (s.bootId !== undefined && previous.boot_id !== null && s.bootId !== previous.boot_id) ||
       (s.uptimeS !== undefined && previous.uptime_s !== null && s.uptimeS < previous.uptime_s)
     );
     this.sql.exec(
-      `INSERT INTO presence (device_id, status, last_seen_ms, interval_s, boot_id, uptime_s, reported_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO presence (device_id, status, last_seen_ms, interval_s, reported_interval_s, boot_id, uptime_s, reported_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(device_id) DO UPDATE SET status = excluded.status, last_seen_ms = excluded.last_seen_ms,
-         interval_s = excluded.interval_s, boot_id = coalesce(excluded.boot_id, boot_id),
+         interval_s = excluded.interval_s, reported_interval_s = excluded.reported_interval_s, boot_id = coalesce(excluded.boot_id, boot_id),
          uptime_s = coalesce(excluded.uptime_s, uptime_s), reported_at = coalesce(excluded.reported_at, reported_at)`,
-      s.deviceId, status, now, interval, s.bootId ?? null, s.uptimeS ?? null, s.reportedAt ?? null,
+      s.deviceId, status, now, interval, reported, s.bootId ?? null, s.uptimeS ?? null, s.reportedAt ?? null,
     );
     const row = this.get(s.deviceId)!;
     if (previous?.status === status) return { row, restarted };
@@ -138,38 +135,12 @@ export class Presence {
     for (const r of rows) this.sql.exec("UPDATE presence SET flushed_ms = ? WHERE device_id = ?", r.last_seen_ms, r.device_id);
   }
 
+  /** An operator changed the device's interval: it applies at once unless the device reports its own. */
+  configure(deviceId: string, configuredIntervalS: number) {
+    this.sql.exec("UPDATE presence SET interval_s = ? WHERE device_id = ? AND reported_interval_s IS NULL", configuredIntervalS, deviceId);
+  }
+
   forget(deviceId: string) {
     this.sql.exec("DELETE FROM presence WHERE device_id = ?", deviceId);
   }
-}
-
-/** Writes status transitions to D1 in one batch: device status, a state-history row, an audit event. */
-export async function recordTransitions(d1: D1Database, siteId: string, transitions: Transition[]) {
-  if (!transitions.length) return;
-  const db = drizzle(d1, { schema });
-  const statements = transitions.flatMap((t) => {
-    const at = new Date(t.at).toISOString();
-    const eventType = t.next === "offline" ? "device_offline" : t.next === "error" ? "device_error" : "device_online";
-    return [
-      db.update(devices).set({ status: t.next, lastSeen: t.next === "offline" ? undefined : at, updatedAt: at }).where(eq(devices.deviceId, t.deviceId)),
-      db.insert(deviceStateHistory).values({
-        deviceId: t.deviceId, siteId, previousState: t.previous, newState: t.next, changedBy: "system", reason: t.reason, timestamp: at,
-      }),
-      db.insert(schema.auditLogs).values({
-        ...auditValues({ eventType, description: `Device ${t.deviceId} is ${t.next}: ${t.reason}`, siteId, deviceId: t.deviceId, metadata: { previous_state: t.previous, new_state: t.next, reason: t.reason } }),
-        createdAt: at,
-      }),
-    ];
-  });
-  await db.batch(statements as [typeof statements[0], ...typeof statements]);
-}
-
-/** One statement for the whole site: last_seen for every device heard from since the last flush. */
-export async function flushLastSeen(d1: D1Database, rows: PresenceRow[]) {
-  if (!rows.length) return;
-  const payload = JSON.stringify(rows.map((r) => ({ id: r.device_id, ts: new Date(r.last_seen_ms).toISOString() })));
-  await d1.prepare(
-    `UPDATE devices SET last_seen = (SELECT json_extract(value, '$.ts') FROM json_each(?1) WHERE json_extract(value, '$.id') = devices.device_id)
-     WHERE device_id IN (SELECT json_extract(value, '$.id') FROM json_each(?1))`,
-  ).bind(payload).run();
 }

@@ -26,8 +26,3 @@ export class DeviceRateLimiter {
     for (const [id, b] of this.buckets) if (now - b.at > (this.capacity / this.refillPerSecond) * 1000) this.buckets.delete(id);
   }
 }
-
-export interface RateLimited {
-  rateLimited: true;
-  retryAfterS: number;
-}

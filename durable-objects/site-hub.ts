@@ -1,107 +1,105 @@
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../src/env";
-import { summariseSiteHealth, type SiteHealthDevice } from "../src/services/site-health";
-import { LIVE_SCHEMA, LiveRing, type LiveEvent } from "./live";
-import { DeviceRateLimiter, type RateLimited } from "./rate-limit";
-import { DeviceCredentials, type Admission } from "./credentials";
-import type { NotAdmitted } from "../src/services/device-auth";
-import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, flushLastSeen, offlineAfterMs, recordTransitions, type Sighting, type Transition } from "./presence";
-import { METRICS_SCHEMA, MetricsStore, policyFromEnv, type Sample, type StoreReason } from "./metrics";
+import { readConfig, type HubBindings } from "../src/shared/config";
 import {
-  AGENTS_SCHEMA, Agents, DEFAULT_FAILURE_RATE, type AgentDevice, type AgentSnapshot, type AgentState, type DiagnosticComponent, type HubOutcome,
-  type PartialHealth, type PushInput, type PushResult, type SeriesRequest,
-} from "./agents";
+  SUBSCRIBER_HEADER, SubscriberSchema, ok, refuse,
+  type AckBody, type Admission, type AgentDevice, type AgentSnapshot, type CommandRecord, type CommandReport, type HeartbeatResult,
+  type JobSpec, type LiveEvent, type NotAdmitted, type Outcome, type PushInput, type PushResult, type QueueInput, type RateLimited,
+  type Sample, type SeriesRequest, type Sighting, type SiteHealth, type SiteHealthDevice, type StoreDecision, type Subscriber,
+} from "../src/shared/hub-contract";
+import type { CommandStatus, DiagnosticComponent, JobStatus } from "../src/shared/vocabulary";
+import { iso, systemClock, type Clock } from "../src/shared/time";
+import { summariseSiteHealth } from "./site-health";
+import { LIVE_SCHEMA, LiveRing } from "./live";
+import { DeviceRateLimiter } from "./rate-limit";
+import { DeviceCredentials } from "./credentials";
+import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, migratePresence, offlineAfterMs, type Transition } from "./presence";
+import { METRICS_SCHEMA, MetricsStore } from "./metrics";
+import { AGENTS_SCHEMA, Agents } from "./agent-store";
 import { AgentRuntime, PRUNE_EVERY_MS } from "./agent-runtime";
-import { SseChannel, acceptSubscriber, closeQuietly, handleClientMessage, openSockets, parseSince, replayFrom, subscriberOf, type Subscriber } from "./live-socket";
+import { SseChannel, acceptSubscriber, closeQuietly, handleClientMessage, openSockets, parseSince, replayFrom, subscriberOf } from "./live-socket";
 import { D1Outbox, OUTBOX_FLUSH_MS, OUTBOX_SCHEMA } from "./outbox";
-import { COMMANDS_SCHEMA, CommandQueue, MAX_WAIT_S, type AckBody, type CommandRecord, type CommandReport, type CommandStatus, type Outcome, type QueueInput } from "./commands";
-import { JOBS_SCHEMA, JobRunner, type JobSpec, type JobStatus } from "./jobs";
+import { COMMANDS_SCHEMA, CommandQueue } from "./commands";
+import { JOBS_SCHEMA, JobRunner } from "./jobs";
+import type { TimedPart } from "./timed-part";
 
-/** AGENT_FAILURE_RATE: the share of simulated updates that fail (0–1, default 0.05). */
-function failureRateFromEnv(env: Record<string, unknown>): number {
-  const value = Number(env.AGENT_FAILURE_RATE);
-  return env.AGENT_FAILURE_RATE !== undefined && Number.isFinite(value) && value >= 0 && value <= 1 ? value : DEFAULT_FAILURE_RATE;
-}
-
-/**
- * A piece of the hub that needs time: `nextWake` says when it next has work (undefined: none), and
- * `onAlarm` does whatever is due. The hub keeps one alarm at the earliest wake of all parts, so an
- * idle site has no alarm at all.
- */
-export interface TimedPart {
-  nextWake(now: number): number | undefined;
-  onAlarm(now: number): Promise<void>;
-}
-
-export interface HeartbeatResult {
-  status: string;
-  next_heartbeat_s: number;
-  server_time: string;
-}
+/** A long poll waits at most this long (real time: it holds the device's request open). */
+const MAX_POLL_WAIT_MS = 25_000;
 
 /**
  * One per site (named by site_id): everything live about the site — presence, metrics delta state,
  * command queue, job fan-out, simulated agents — in its own SQLite, plus the fan-out of changes to
- * dashboards. The Worker talks to it over RPC; `fetch` is only for WebSocket upgrades.
+ * dashboards. The Worker talks to it over RPC through src/hub/client.ts, whose replies are parsed
+ * against src/shared/hub-contract.ts; `fetch` is only for live subscriptions. Everything it writes to
+ * D1 goes through its outbox (durable-objects/outbox.ts). docs/architecture.md has the whole picture.
  */
-export class SiteHub extends DurableObject<Env> {
+export class SiteHub extends DurableObject<HubBindings> {
+  /**
+   * Where the hub reads the time and writes D1. Tests replace them inside the object
+   * (`runInDurableObject`) to move time and to make D1 fail; nothing else does.
+   */
+  clock: Clock = systemClock;
+  database: D1Database;
+
   protected readonly sql: SqlStorage;
   protected readonly live: LiveRing;
   protected readonly presence: Presence;
   protected readonly metrics: MetricsStore;
   protected readonly limiter = new DeviceRateLimiter();
-  protected readonly credentials = new DeviceCredentials(() => this.env.DB, () => this.siteId);
+  protected readonly credentials: DeviceCredentials;
   protected readonly outbox: D1Outbox;
   protected readonly commands: CommandQueue;
   protected readonly jobs: JobRunner;
   protected readonly agents: Agents;
   protected readonly agentRuntime: AgentRuntime;
+  private readonly sse = new SseChannel();
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
   private alarmAt: number | null | undefined;
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: HubBindings) {
     super(ctx, env);
+    const config = readConfig(env);
+    this.database = env.DB;
     this.sql = ctx.storage.sql;
-    this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA);
+    this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA);
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+    migratePresence(this.sql);
     this.siteIdValue = this.meta("site_id");
-    this.live = new LiveRing(this.sql, () => this.siteIdValue ?? "");
+    const now = () => this.now();
+    const d1 = () => this.database;
+    const siteId = () => this.siteId;
+    const emit = (type: string, data: unknown) => { this.emit(type, data); };
+    this.live = new LiveRing(this.sql, siteId);
     this.presence = new Presence(this.sql);
-    this.metrics = new MetricsStore(this.sql, policyFromEnv(env as unknown as Record<string, unknown>));
-    this.sql.exec(AGENTS_SCHEMA);
-    this.agents = new Agents(this.sql, failureRateFromEnv(env as unknown as Record<string, unknown>));
+    this.metrics = new MetricsStore(this.sql, config.metrics);
+    this.credentials = new DeviceCredentials(d1, siteId);
+    this.outbox = new D1Outbox(this.sql, d1, siteId, now);
+    this.agents = new Agents(this.sql, config.agentFailureRate);
     this.agentRuntime = new AgentRuntime(this.sql, {
-      siteId: () => this.siteId,
-      d1: () => this.env.DB,
+      siteId, d1, now, emit,
+      outbox: this.outbox,
       agents: this.agents,
       presence: this.presence,
       metrics: this.metrics,
-      emit: (type, data) => { this.emit(type, data); },
       applyTransitions: (transitions) => this.applyTransitions(transitions),
-      ensureAlarm: (now, neededBy) => this.ensureAlarm(now, neededBy),
+      ensureAlarm: (at, neededBy) => this.ensureAlarm(at, neededBy),
       watching: () => this.watching(),
       meta: (key) => this.meta(key),
       setMeta: (key, value) => { this.setMeta(key, value); },
     });
+    this.commands = new CommandQueue(this.sql, {
+      siteId, emit,
+      outbox: this.outbox,
+      onTransition: (row, at) => this.jobs.onCommandTransition(row, at),
+      runOnAgent: (row, run, at) => this.agentRuntime.runCommandOnAgent(row, run, at),
+    });
+    this.jobs = new JobRunner(this.sql, { siteId, d1, now, emit, outbox: this.outbox, commands: this.commands });
     // Subscribers' keep-alive `ping` is answered without waking the hub from hibernation.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
-    this.sql.exec(OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA);
-    this.outbox = new D1Outbox(this.sql, () => this.env.DB);
-    this.commands = new CommandQueue(this.sql, {
-      siteId: () => this.siteId,
-      outbox: this.outbox,
-      emit: (type, data) => { this.emit(type, data); },
-      onTransition: (row, now) => this.jobs.onCommandTransition(row, now),
-      runOnAgent: (row, run, now) => this.agentRuntime.runCommandOnAgent(row, run, now),
-    });
-    this.jobs = new JobRunner(this.sql, {
-      siteId: () => this.siteId,
-      outbox: this.outbox,
-      commands: this.commands,
-      d1: () => this.env.DB,
-      emit: (type, data) => { this.emit(type, data); },
-    });
+  }
+
+  protected now(): number {
+    return this.clock.now();
   }
 
   private meta(key: string): string | undefined {
@@ -123,12 +121,292 @@ export class SiteHub extends DurableObject<Env> {
     return this.siteIdValue ?? "";
   }
 
-  // ---- live channel -------------------------------------------------------------------------
+  // ---- service ------------------------------------------------------------------------------
 
-  /** Liveness probe for /api/v1/health/status: answers from the hub's own storage. */
+  /** Liveness probe for the service status: answers from the hub's own storage. */
   async ping(): Promise<{ ok: true; events: number }> {
     return { ok: true, events: this.live.oldestSeq() };
   }
+
+  // ---- device calls (the hot path: no D1 read or write unless something changed) -------------
+
+  /** Admits a device call by its key digest (see credentials.ts); the Worker answers 401/403 from it. */
+  async admitDevice(siteId: string, deviceId: string, keyDigest: string): Promise<Admission> {
+    this.bind(siteId);
+    return this.credentials.admit(deviceId, keyDigest, this.now());
+  }
+
+  async confirmDeviceKey(siteId: string, deviceId: string, keyDigest: string, bcryptHash: string): Promise<Admission> {
+    this.bind(siteId);
+    return this.credentials.confirm(deviceId, keyDigest, bcryptHash, this.now());
+  }
+
+  /**
+   * The device's key, lifecycle or settings changed in D1: its credential is re-read at once, and an
+   * operator's new heartbeat interval applies to presence right away.
+   */
+  async deviceChanged(siteId: string, deviceId: string): Promise<void> {
+    this.bind(siteId);
+    const now = this.now();
+    const interval = await this.credentials.refresh(deviceId, now);
+    if (interval === undefined || !this.presence.get(deviceId)) return;
+    this.presence.configure(deviceId, interval);
+    await this.ensureAlarm(now);
+  }
+
+  async heartbeat(siteId: string, keyDigest: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited | NotAdmitted> {
+    this.bind(siteId);
+    const now = this.now();
+    const admission = await this.credentials.admit(sighting.deviceId, keyDigest, now);
+    if (admission.result !== "ok") return { notAdmitted: admission };
+    const wait = this.limiter.take(sighting.deviceId, now);
+    if (wait) return { rateLimited: true, retryAfterS: wait };
+    const { row, transition, restarted } = this.presence.sighted(sighting, now, this.credentials.configuredIntervalS(sighting.deviceId));
+    if (restarted) this.metrics.noteRestart(sighting.deviceId);
+    if (transition) await this.applyTransitions([transition]);
+    await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
+    const beatBy = this.agentRuntime.noteBeat(sighting.deviceId, row.status, now);
+    if (beatBy !== undefined) await this.ensureAlarm(now, beatBy);
+    return { status: row.status, next_heartbeat_s: row.interval_s, server_time: iso(now) };
+  }
+
+  async telemetry(siteId: string, keyDigest: string, deviceId: string, samples: Sample[]): Promise<StoreDecision[] | RateLimited | NotAdmitted> {
+    this.bind(siteId);
+    const now = this.now();
+    const admission = await this.credentials.admit(deviceId, keyDigest, now);
+    if (admission.result !== "ok") return { notAdmitted: admission };
+    const wait = this.limiter.take(deviceId, now);
+    if (wait) return { rateLimited: true, retryAfterS: wait };
+    const last = samples[samples.length - 1];
+    const { row, transition, restarted } = this.presence.sighted(
+      { deviceId, uptimeS: last?.uptime_seconds, bootId: last?.boot_id }, now, this.credentials.configuredIntervalS(deviceId));
+    if (restarted) this.metrics.noteRestart(deviceId);
+    if (transition) await this.applyTransitions([transition]);
+    const results = samples.map((sample) => this.metrics.ingest(deviceId, sample, now));
+    const stored = samples.filter((_, i) => results[i].stored);
+    if (stored.length) this.emit("device.metrics", { device_id: deviceId, samples: stored, reasons: results.filter((r) => r.stored).map((r) => r.reason) });
+    await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
+    return results;
+  }
+
+  /** Stored metric samples of one device since `sinceIso`, oldest first. */
+  async metricsHistory(siteId: string, deviceId: string, sinceIso: string) {
+    this.bind(siteId);
+    return this.metrics.history(deviceId, sinceIso);
+  }
+
+  async storedSampleCount(siteId: string, deviceId: string): Promise<number> {
+    this.bind(siteId);
+    return this.metrics.storedCount(deviceId);
+  }
+
+  /** A device left the site's live state (suspended, retired or deleted). */
+  async forgetDevice(siteId: string, deviceId: string): Promise<void> {
+    this.bind(siteId);
+    this.presence.forget(deviceId);
+    await this.agentRuntime.stopAgent(deviceId);
+  }
+
+  /** The site's health: the D1 device list overlaid with live presence. */
+  async siteHealth(siteId: string): Promise<SiteHealth> {
+    this.bind(siteId);
+    const { results } = await this.database.prepare(
+      "SELECT device_id, name, device_type AS type, status, ip_address, last_seen, device_source, lifecycle_state, created_at FROM devices WHERE site_id = ? ORDER BY created_at DESC, id DESC",
+    ).bind(siteId).all<SiteHealthDevice & { device_source: string; lifecycle_state: string; created_at: string }>();
+    // Simulated agents report on demand: bring them up to now, so their status is current.
+    const simulated = results.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active")
+      .map((d) => ({ device_id: d.device_id, device_type: d.type, created_at: d.created_at }));
+    await this.agentRuntime.syncSite(simulated);
+    const live = new Map(this.presence.all().map((p) => [p.device_id, p]));
+    const list = results.map(({ device_source: _s, lifecycle_state: _l, created_at: _c, ...d }) => {
+      const p = live.get(d.device_id);
+      return p ? { ...d, status: p.status, last_seen: iso(p.last_seen_ms) } : d;
+    });
+    return summariseSiteHealth(siteId, list, this.now());
+  }
+
+  // ---- commands and jobs (commands.ts, jobs.ts) ---------------------------------------------
+
+  /**
+   * Queues a command for one of the site's devices (operators, agent pushes, job fan-out). The D1
+   * side (command index, command_queued audit) is written before this returns, so the command can be
+   * read by id at once; a D1 failure leaves it in the outbox for the alarm to retry.
+   */
+  async queueCommand(siteId: string, input: QueueInput): Promise<Outcome<{ command: CommandRecord; created: boolean }>> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.queue(input, now);
+    await this.afterCommandChange(now, before, true);
+    return outcome;
+  }
+
+  /**
+   * A device's poll: its pending commands, leased for 60 s. With `waitS` (at most 25) an empty poll
+   * waits here until a command is queued for the device (queueCommand wakes it) or the time is up.
+   * Writes only this object's SQLite; what D1 must hear is flushed by the alarm.
+   */
+  async pollCommands(siteId: string, deviceId: string, waitS = 0): Promise<Outcome<CommandRecord[]>> {
+    this.bind(siteId);
+    const now = this.now();
+    const wait = this.limiter.take(deviceId, now);
+    if (wait) return refuse(429, "Too many calls from this device", wait);
+    const before = this.outbox.added;
+    let commands = this.commands.poll(deviceId, now);
+    // The wait is real time (it holds a request open), whatever the hub's clock says.
+    const until = Date.now() + Math.min(Math.max(waitS * 1000, 0), MAX_POLL_WAIT_MS);
+    while (!commands.length && Date.now() < until) {
+      await this.commands.waitFor(deviceId, until - Date.now());
+      commands = this.commands.poll(deviceId, this.now());
+    }
+    await this.afterCommandChange(this.now(), before, false);
+    return ok(commands);
+  }
+
+  async ackCommand(siteId: string, deviceId: string, commandId: string): Promise<Outcome<AckBody>> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.ack(deviceId, commandId, now);
+    await this.afterCommandChange(now, before, false);
+    return outcome;
+  }
+
+  async reportCommand(siteId: string, deviceId: string, commandId: string, report: CommandReport): Promise<Outcome<CommandRecord>> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.report(deviceId, commandId, report, now);
+    await this.afterCommandChange(now, before, false);
+    return outcome;
+  }
+
+  async getCommand(siteId: string, commandId: string): Promise<CommandRecord | null> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const record = this.commands.get(commandId, now) ?? null;
+    await this.afterCommandChange(now, before, false);
+    return record;
+  }
+
+  async listCommands(siteId: string, deviceId: string, query: { status?: CommandStatus; limit: number; offset: number }): Promise<{ commands: CommandRecord[]; total: number }> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const page = this.commands.list(deviceId, query, now);
+    await this.afterCommandChange(now, before, false);
+    return page;
+  }
+
+  async cancelCommand(siteId: string, commandId: string, by: { userId: number | null; reason: string }): Promise<Outcome<CommandRecord>> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const outcome = this.commands.cancel(commandId, now, by);
+    await this.afterCommandChange(now, before, true);
+    return outcome;
+  }
+
+  /** Cron safety net: applies lapsed leases, passed TTLs and due simulated results now. */
+  async sweepCommands(siteId: string): Promise<number> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    await this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now));
+    await this.afterCommandChange(now, before, true);
+    return this.outbox.added - before;
+  }
+
+  /** A job just created in D1: the hub starts it at once through its alarm (within a second or two). */
+  async scheduleJob(siteId: string, spec: JobSpec): Promise<void> {
+    this.bind(siteId);
+    const now = this.now();
+    this.jobs.schedule(spec, now);
+    await this.ensureAlarm(now, now);
+  }
+
+  /**
+   * Cron re-drive of a job D1 shows as queued or sent: adopts it when this hub never heard of it,
+   * starts or times out what is due now, and writes the outcome. Idempotent. Null: no such job here.
+   */
+  async driveJob(siteId: string, jobId: string): Promise<JobStatus | null> {
+    this.bind(siteId);
+    const status = await this.jobs.adopt(jobId);
+    if (status === undefined) return null;
+    await this.jobs.onAlarm(this.now());
+    await this.outbox.flushQuietly();
+    await this.ensureAlarm(this.now());
+    return this.jobs.run(jobId)?.status ?? status;
+  }
+
+  /** Cancels a queued or sent job and its open commands; D1 is written before this returns. */
+  async cancelJob(siteId: string, jobId: string, by: { userId: number | null; name: string }): Promise<Outcome<JobStatus>> {
+    this.bind(siteId);
+    const status = await this.jobs.adopt(jobId);
+    if (status === undefined) return refuse(404, "Job not found");
+    if (!this.jobs.run(jobId)) return refuse(409, `Job ${jobId} is already ${status}`);
+    const now = this.now();
+    const outcome = this.jobs.cancel(jobId, now, by.userId, by.name);
+    if (!outcome.ok) return refuse(409, `Job ${jobId} is already ${outcome.status}`);
+    await this.outbox.flush();
+    await this.ensureAlarm(now);
+    return ok(outcome.status);
+  }
+
+  /** After a call changed something: flush D1 now (`flush`) or within the outbox window, and keep the alarm right. */
+  private async afterCommandChange(now: number, outboxBefore: number, flush: boolean) {
+    if (this.outbox.added === outboxBefore) return;
+    if (flush) {
+      await this.outbox.flushQuietly();
+      await this.ensureAlarm(now);
+    } else {
+      await this.ensureAlarm(now, now + OUTBOX_FLUSH_MS);
+    }
+  }
+
+  // ---- agents (agent-store.ts state, agent-model.ts health, agent-runtime.ts orchestration) ---
+
+  /** The agent view of one device: a simulated agent brought up to now, or what a real device reported. */
+  async agent(siteId: string, device: AgentDevice): Promise<AgentSnapshot> {
+    this.bind(siteId);
+    return this.agentRuntime.agent(device);
+  }
+
+  /** Device health: computed on demand for a simulated agent; built from reports for a real device. */
+  async agentHealth(siteId: string, device: AgentDevice) {
+    this.bind(siteId);
+    return this.agentRuntime.agentHealth(device);
+  }
+
+  /** Diagnostics: a recorded health check plus component self-tests. */
+  async agentDiagnostics(siteId: string, device: AgentDevice, input: { components: DiagnosticComponent[]; includeLogs: boolean; mode: string }) {
+    this.bind(siteId);
+    return this.agentRuntime.agentDiagnostics(device, input);
+  }
+
+  /**
+   * A simulated agent's restart: it reboots (an update in flight is abandoned), any fault or incident
+   * in progress is cleared, and a fresh health check is taken and recorded.
+   */
+  async restartAgent(siteId: string, device: AgentDevice, reason: string | null) {
+    this.bind(siteId);
+    return this.agentRuntime.restartAgent(device, reason);
+  }
+
+  /** A push to a simulated agent (every body form of the agents' push). */
+  async pushToAgent(siteId: string, device: AgentDevice, push: PushInput, requestedBy: string | null): Promise<Outcome<PushResult>> {
+    this.bind(siteId);
+    return this.agentRuntime.pushToAgent(device, push, requestedBy);
+  }
+
+  /** Metrics, transactions and errors series from this hub's stored history. */
+  async agentSeries(siteId: string, device: AgentDevice, request: SeriesRequest) {
+    this.bind(siteId);
+    return this.agentRuntime.agentSeries(device, request);
+  }
+
+  // ---- the live channel (live.ts ring, live-socket.ts subscribers) ----------------------------
 
   /** Appends an event to the site's live stream and delivers it to current subscribers. */
   async publish(siteId: string, type: string, data: unknown): Promise<LiveEvent> {
@@ -137,7 +415,7 @@ export class SiteHub extends DurableObject<Env> {
   }
 
   protected emit(type: string, data: unknown): LiveEvent {
-    const event = this.live.append(type, data);
+    const event = this.live.append(type, data, this.now());
     this.broadcast(event);
     return event;
   }
@@ -160,313 +438,22 @@ export class SiteHub extends DurableObject<Env> {
     this.sse.send(event);
   }
 
-  // ---- device calls (the hot path: no D1 write unless something changed) -------------------
-
-  /** Admits a device call by its key digest (see credentials.ts); the Worker answers 401/403 from it. */
-  async admitDevice(siteId: string, deviceId: string, keyDigest: string): Promise<Admission> {
-    this.bind(siteId);
-    return this.credentials.admit(deviceId, keyDigest, Date.now());
-  }
-
-  async confirmDeviceKey(siteId: string, deviceId: string, keyDigest: string, bcryptHash: string): Promise<Admission> {
-    this.bind(siteId);
-    return this.credentials.confirm(deviceId, keyDigest, bcryptHash, Date.now());
-  }
-
-  /** The device's key or lifecycle changed in D1: the next call re-reads it. */
-  async invalidateDeviceCredential(siteId: string, deviceId: string) {
-    this.bind(siteId);
-    this.credentials.invalidate(deviceId);
-  }
-
-  async heartbeat(siteId: string, keyDigest: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited | NotAdmitted> {
-    this.bind(siteId);
-    const now = Date.now();
-    const admission = await this.credentials.admit(sighting.deviceId, keyDigest, now);
-    if (admission.result !== "ok") return { notAdmitted: admission };
-    const wait = this.limiter.take(sighting.deviceId, now);
-    if (wait) return { rateLimited: true, retryAfterS: wait };
-    const { row, transition, restarted } = this.presence.sighted(sighting, now);
-    if (restarted) this.metrics.noteRestart(sighting.deviceId);
-    if (transition) await this.applyTransitions([transition]);
-    await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
-    const beatBy = this.agentRuntime.noteBeat(sighting.deviceId, row.status, now);
-    if (beatBy !== undefined) await this.ensureAlarm(now, beatBy);
-    return { status: row.status, next_heartbeat_s: row.interval_s, server_time: new Date(now).toISOString() };
-  }
-
-  async telemetry(siteId: string, keyDigest: string, deviceId: string, samples: Sample[]): Promise<{ stored: boolean; reason: StoreReason }[] | RateLimited | NotAdmitted> {
-    this.bind(siteId);
-    const now = Date.now();
-    const admission = await this.credentials.admit(deviceId, keyDigest, now);
-    if (admission.result !== "ok") return { notAdmitted: admission };
-    const wait = this.limiter.take(deviceId, now);
-    if (wait) return { rateLimited: true, retryAfterS: wait };
-    const last = samples[samples.length - 1];
-    const { row, transition, restarted } = this.presence.sighted({ deviceId, uptimeS: last?.uptime_seconds, bootId: last?.boot_id }, now);
-    if (restarted) this.metrics.noteRestart(deviceId);
-    if (transition) await this.applyTransitions([transition]);
-    const results = samples.map((sample) => this.metrics.ingest(deviceId, sample, now));
-    const stored = samples.filter((_, i) => results[i].stored);
-    if (stored.length) this.emit("device.metrics", { device_id: deviceId, samples: stored, reasons: results.filter((r) => r.stored).map((r) => r.reason) });
-    await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
-    return results;
-  }
-
-  /** Stored metric samples of one device since `sinceIso`, oldest first. */
-  async metricsHistory(siteId: string, deviceId: string, sinceIso: string) {
-    this.bind(siteId);
-    return this.metrics.history(deviceId, sinceIso);
-  }
-
-  async storedSampleCount(siteId: string, deviceId: string): Promise<number> {
-    this.bind(siteId);
-    return this.metrics.storedCount(deviceId);
-  }
-
-  /** A device left the site's live state (suspended, retired or deleted). */
-  async forgetDevice(siteId: string, deviceId: string) {
-    this.bind(siteId);
-    this.presence.forget(deviceId);
-    await this.agentRuntime.stopAgent(deviceId);
-  }
-
-  /** The specification's Site health object: the D1 device list overlaid with live presence. */
-  async siteHealth(siteId: string) {
-    this.bind(siteId);
-    const { results } = await this.env.DB.prepare(
-      "SELECT device_id, name, device_type AS type, status, ip_address, last_seen, device_source, lifecycle_state, created_at FROM devices WHERE site_id = ? ORDER BY created_at DESC, id DESC",
-    ).bind(siteId).all<SiteHealthDevice & { device_source: string; lifecycle_state: string; created_at: string }>();
-    // Simulated agents report on demand: bring them up to now, so their status is current.
-    const simulated = results.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active")
-      .map((d) => ({ device_id: d.device_id, device_type: d.type, created_at: d.created_at }));
-    await this.agentRuntime.syncSite(simulated);
-    const live = new Map(this.presence.all().map((p) => [p.device_id, p]));
-    const list = results.map(({ device_source: _s, lifecycle_state: _l, created_at: _c, ...d }) => {
-      const p = live.get(d.device_id);
-      return p ? { ...d, status: p.status, last_seen: new Date(p.last_seen_ms).toISOString() } : d;
-    });
-    return summariseSiteHealth(siteId, list);
-  }
-
-  /** Live status and last_seen of the given devices (for lists that must agree with site health). */
-  async liveStatus(siteId: string): Promise<Record<string, { status: string; last_seen: string }>> {
-    this.bind(siteId);
-    return Object.fromEntries(this.presence.all().map((p) => [p.device_id, { status: p.status, last_seen: new Date(p.last_seen_ms).toISOString() }]));
-  }
-
-  // ==== commands and jobs (issue 5: durable-objects/commands.ts, jobs.ts, outbox.ts) ==========
-
-  /**
-   * Queues a command for one of the site's devices (operators, agent pushes, job fan-out). The D1
-   * side (command index, command_queued audit) is written before this returns, so the command can be
-   * read by id at once; a D1 failure leaves it in the outbox for the alarm to retry.
-   */
-  async queueCommand(siteId: string, input: QueueInput): Promise<Outcome<{ command: CommandRecord; created: boolean }>> {
-    this.bind(siteId);
-    const now = Date.now();
-    const before = this.outbox.added;
-    const outcome = this.commands.queue(input, now);
-    await this.afterCommandChange(now, before, true);
-    return outcome;
-  }
-
-  /**
-   * A device's poll: its pending commands, leased for 60 s. With `waitS` (at most 25) an empty poll
-   * waits here until a command is queued for the device (queueCommand wakes it) or the time is up.
-   * Writes only this object's SQLite; what D1 must hear is flushed by the alarm.
-   */
-  async pollCommands(siteId: string, deviceId: string, waitS = 0): Promise<Outcome<CommandRecord[]>> {
-    this.bind(siteId);
-    const started = Date.now();
-    const wait = this.limiter.take(deviceId, started);
-    if (wait) return { ok: false, error: { status: 429, detail: "Too many calls from this device", retryAfterS: wait } };
-    const before = this.outbox.added;
-    let commands = this.commands.poll(deviceId, started);
-    const until = started + Math.min(Math.max(waitS, 0), MAX_WAIT_S) * 1000;
-    while (!commands.length && Date.now() < until) {
-      await this.commands.waitFor(deviceId, until - Date.now());
-      commands = this.commands.poll(deviceId, Date.now());
-    }
-    await this.afterCommandChange(Date.now(), before, false);
-    return { ok: true, value: commands };
-  }
-
-  async ackCommand(siteId: string, deviceId: string, commandId: string): Promise<Outcome<AckBody>> {
-    this.bind(siteId);
-    const now = Date.now();
-    const before = this.outbox.added;
-    const outcome = this.commands.ack(deviceId, commandId, now);
-    await this.afterCommandChange(now, before, false);
-    return outcome;
-  }
-
-  async reportCommand(siteId: string, deviceId: string, commandId: string, report: CommandReport): Promise<Outcome<CommandRecord>> {
-    this.bind(siteId);
-    const now = Date.now();
-    const before = this.outbox.added;
-    const outcome = this.commands.report(deviceId, commandId, report, now);
-    await this.afterCommandChange(now, before, false);
-    return outcome;
-  }
-
-  async getCommand(siteId: string, commandId: string): Promise<CommandRecord | null> {
-    this.bind(siteId);
-    const now = Date.now();
-    const before = this.outbox.added;
-    const record = this.commands.get(commandId, now) ?? null;
-    await this.afterCommandChange(now, before, false);
-    return record;
-  }
-
-  async listCommands(siteId: string, deviceId: string, query: { status?: CommandStatus; limit: number; offset: number }) {
-    this.bind(siteId);
-    const now = Date.now();
-    const before = this.outbox.added;
-    const page = this.commands.list(deviceId, query, now);
-    await this.afterCommandChange(now, before, false);
-    return page;
-  }
-
-  async cancelCommand(siteId: string, commandId: string, by: { userId: number | null; reason: string }): Promise<Outcome<CommandRecord>> {
-    this.bind(siteId);
-    const now = Date.now();
-    const before = this.outbox.added;
-    const outcome = this.commands.cancel(commandId, now, by);
-    await this.afterCommandChange(now, before, true);
-    return outcome;
-  }
-
-  /** Cron safety net: applies lapsed leases, passed TTLs and due simulated results now. */
-  async sweepCommands(siteId: string): Promise<number> {
-    this.bind(siteId);
-    const now = Date.now();
-    const before = this.outbox.added;
-    await this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now));
-    await this.afterCommandChange(now, before, true);
-    return this.outbox.added - before;
-  }
-
-  /** A job just created in D1: the hub starts it at once through its alarm (within a second or two). */
-  async scheduleJob(siteId: string, spec: JobSpec): Promise<void> {
-    this.bind(siteId);
-    const now = Date.now();
-    this.jobs.schedule(spec, now);
-    await this.ensureAlarm(now, now);
-  }
-
-  /**
-   * Cron re-drive of a job D1 shows as queued or sent: adopts it when this hub never heard of it,
-   * starts or times out what is due now, and writes the outcome. Idempotent. Null: no such job here.
-   */
-  async driveJob(siteId: string, jobId: string): Promise<JobStatus | null> {
-    this.bind(siteId);
-    const status = await this.jobs.adopt(jobId);
-    if (status === undefined) return null;
-    await this.jobs.onAlarm(Date.now());
-    await this.outbox.flushQuietly();
-    await this.ensureAlarm(Date.now());
-    return this.jobs.run(jobId)?.status ?? status;
-  }
-
-  /** Cancels a queued or sent job and its open commands; D1 is written before this returns. */
-  async cancelJob(siteId: string, jobId: string, by: { userId: number | null; name: string }): Promise<Outcome<{ status: JobStatus }>> {
-    this.bind(siteId);
-    const status = await this.jobs.adopt(jobId);
-    if (status === undefined) return { ok: false, error: { status: 404, detail: "Job not found" } };
-    if (!this.jobs.run(jobId)) return { ok: false, error: { status: 409, detail: `Job ${jobId} is already ${status}` } };
-    const now = Date.now();
-    const outcome = this.jobs.cancel(jobId, now, by.userId, by.name);
-    if (!outcome.ok) return { ok: false, error: { status: 409, detail: `Job ${jobId} is already ${outcome.status}` } };
-    await this.outbox.flush();
-    await this.ensureAlarm(now);
-    return { ok: true, value: { status: outcome.status } };
-  }
-
-  /** After a call changed something: flush D1 now (`flush`) or within the outbox window, and keep the alarm right. */
-  private async afterCommandChange(now: number, outboxBefore: number, flush: boolean) {
-    if (this.outbox.added === outboxBefore) return;
-    if (flush) {
-      await this.outbox.flushQuietly();
-      await this.ensureAlarm(now);
-    } else {
-      await this.ensureAlarm(now, now + OUTBOX_FLUSH_MS);
-    }
-  }
-
-  private commandTimedParts(): TimedPart[] {
-    return [
-      // Jobs first: a job past its deadline times out before its commands' own TTL could fail it.
-      { nextWake: () => this.jobs.nextWake(), onAlarm: (now) => this.jobs.onAlarm(now) },
-      { nextWake: () => this.commands.nextWake(), onAlarm: (now) => this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now)) },
-      // Last: whatever the parts above wrote for D1 goes out in one batch.
-      { nextWake: (now) => this.outbox.nextWake(now), onAlarm: async () => { await this.outbox.flushQuietly(); } },
-    ];
-  }
-
-  // ==== agents (issue 4: durable-objects/agents.ts store, agent-runtime.ts orchestration) =====
-
-  /** The agent view of one device: a simulated agent brought up to now, or what a real device reported. */
-  async agent(siteId: string, device: AgentDevice): Promise<AgentSnapshot> {
-    this.bind(siteId);
-    return this.agentRuntime.agent(device);
-  }
-
-  /** `GET /devices/{id}/health`: computed on demand for a simulated agent; built from reports for a real device. */
-  async agentHealth(siteId: string, device: AgentDevice): Promise<{ health: PartialHealth; agent_state: AgentState; last_updated: string }> {
-    this.bind(siteId);
-    return this.agentRuntime.agentHealth(device);
-  }
-
-  /** Diagnostics (`POST /devices/{id}/health`): a recorded health check plus component self-tests. */
-  async agentDiagnostics(siteId: string, device: AgentDevice, input: { components: DiagnosticComponent[]; includeLogs: boolean; mode: string }) {
-    this.bind(siteId);
-    return this.agentRuntime.agentDiagnostics(device, input);
-  }
-
-  /**
-   * `POST /devices/{id}/restart` for a simulated agent: it reboots (an update in flight is abandoned),
-   * any fault or incident in progress is cleared, and a fresh health check is taken and recorded.
-   */
-  async restartAgent(siteId: string, device: AgentDevice, reason: string | null) {
-    this.bind(siteId);
-    return this.agentRuntime.restartAgent(device, reason);
-  }
-
-  /** A push to a simulated agent (every body form of `POST /agents/{id}/push`). */
-  async pushToAgent(siteId: string, device: AgentDevice, push: PushInput, requestedBy: string | null): Promise<HubOutcome<PushResult>> {
-    this.bind(siteId);
-    return this.agentRuntime.pushToAgent(device, push, requestedBy);
-  }
-
-  /** Series for `GET /agents/{id}/metrics|transactions|errors` from this hub's stored history. */
-  async agentSeries(siteId: string, device: AgentDevice, request: SeriesRequest) {
-    this.bind(siteId);
-    return this.agentRuntime.agentSeries(device, request);
-  }
-
-  // ==== the live channel (issue 4: durable-objects/live.ts, live-socket.ts) ======================
-
-  private readonly sse = new SseChannel();
-
   /** Someone is watching the site: an open WebSocket or server-sent event stream. */
   protected watching(): boolean {
     return this.sse.size > 0 || openSockets(this.ctx).length > 0;
   }
 
-  // ---- live subscribers: WebSocket (hibernation API) and server-sent events --------------------
-
   /**
    * Only for subscriptions, forwarded by the Worker after it has authenticated the user and checked
    * their role on the site: `/ws` (WebSocket upgrade) and `/events` (server-sent events), with
-   * `site_id`, optional `since` and the subscriber in `X-Fleet-Subscriber`.
+   * `site_id`, optional `since` and the subscriber in the subscriber header.
    */
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     const siteId = url.searchParams.get("site_id");
-    let subscriber: Subscriber | undefined;
+    let subscriber: Omit<Subscriber, "channel"> | undefined;
     try {
-      subscriber = JSON.parse(request.headers.get("X-Fleet-Subscriber") ?? "null") ?? undefined;
+      subscriber = SubscriberSchema.omit({ channel: true }).parse(JSON.parse(request.headers.get(SUBSCRIBER_HEADER) ?? "null"));
     } catch {
       subscriber = undefined;
     }
@@ -482,7 +469,7 @@ export class SiteHub extends DurableObject<Env> {
     } else {
       return Response.json({ detail: "Not Found" }, { status: 404 });
     }
-    await this.agentRuntime.startWatching(Date.now());
+    await this.agentRuntime.startWatching(this.now());
     return response;
   }
 
@@ -515,11 +502,18 @@ export class SiteHub extends DurableObject<Env> {
 
   // ---- time ---------------------------------------------------------------------------------
 
+  /**
+   * Presence transitions go to D1 through the outbox, flushed at once so the device's status there
+   * does not lag (a failed flush is retried by the alarm), and out to subscribers as `device.status`.
+   */
   private async applyTransitions(transitions: Transition[]) {
-    await recordTransitions(this.env.DB, this.siteId, transitions);
+    if (!transitions.length) return;
+    const now = this.now();
     for (const t of transitions) {
-      this.emit("device.status", { device_id: t.deviceId, previous: t.previous, status: t.next, reason: t.reason, at: new Date(t.at).toISOString() });
+      this.outbox.transition(t, now);
+      this.emit("device.status", { device_id: t.deviceId, previous: t.previous, status: t.next, reason: t.reason, at: iso(t.at) });
     }
+    if (!(await this.outbox.flushQuietly())) await this.ensureAlarm(now);
   }
 
   /** Parts that need the alarm, in the order their due work runs. */
@@ -539,7 +533,7 @@ export class SiteHub extends DurableObject<Env> {
           return dirty ? Math.max(now, Number(this.meta("flushed_at") ?? 0) + LAST_SEEN_FLUSH_MS) : undefined;
         },
         onAlarm: async (now) => {
-          if (now - Number(this.meta("flushed_at") ?? 0) >= LAST_SEEN_FLUSH_MS) await this.flush(now);
+          if (now - Number(this.meta("flushed_at") ?? 0) >= LAST_SEEN_FLUSH_MS) this.queueLastSeen(now);
         },
       },
       {
@@ -552,7 +546,11 @@ export class SiteHub extends DurableObject<Env> {
         },
       },
       this.agentRuntime.agentTimedPart(),
-      ...this.commandTimedParts(),
+      // Jobs before commands: a job past its deadline times out before its commands' own TTL could fail it.
+      { nextWake: () => this.jobs.nextWake(), onAlarm: (now) => this.jobs.onAlarm(now) },
+      { nextWake: () => this.commands.nextWake(), onAlarm: (now) => this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now)) },
+      // Last: whatever the parts above wrote for D1 goes out in one batch.
+      { nextWake: (now) => this.outbox.nextWake(now), onAlarm: async () => { await this.outbox.flushQuietly(); } },
     ];
   }
 
@@ -577,34 +575,21 @@ export class SiteHub extends DurableObject<Env> {
 
   async alarm() {
     this.alarmAt = null;
-    const now = Date.now();
+    const now = this.now();
     for (const part of this.timedParts()) await part.onAlarm(now);
-    const wake = this.nextWake(Date.now());
+    const wake = this.nextWake(this.now());
     if (wake !== undefined) {
       this.alarmAt = Math.max(wake, now + 250);
       await this.ctx.storage.setAlarm(this.alarmAt);
     }
   }
 
-  /** Coalesced D1 writes: last_seen of every device heard from, and each device's latest sample. */
-  private async flush(now: number) {
+  /** Coalesced last_seen of every device heard from and each device's latest sample, into the outbox. */
+  private queueLastSeen(now: number) {
     const seen = this.presence.unflushed();
     const latest = this.metrics.dirtyLatest();
-    if (seen.length) await flushLastSeen(this.env.DB, seen);
-    if (latest.length) {
-      await this.env.DB.prepare(
-        `INSERT INTO device_metrics (device_id, site_id, cpu_usage, memory_usage, disk_usage, temperature, network_latency_ms, transaction_count, uptime_seconds, error_rate, recorded_at, updated_at)
-         SELECT json_extract(value, '$.device_id'), ?2, json_extract(value, '$.cpu_usage'), json_extract(value, '$.memory_usage'),
-                json_extract(value, '$.disk_usage'), json_extract(value, '$.temperature'), json_extract(value, '$.network_latency_ms'),
-                json_extract(value, '$.transaction_count'), json_extract(value, '$.uptime_seconds'), json_extract(value, '$.error_rate'),
-                json_extract(value, '$.recorded_at'), ?3
-         FROM json_each(?1) WHERE true
-         ON CONFLICT(device_id) DO UPDATE SET cpu_usage = excluded.cpu_usage, memory_usage = excluded.memory_usage,
-           disk_usage = excluded.disk_usage, temperature = excluded.temperature, network_latency_ms = excluded.network_latency_ms,
-           transaction_count = excluded.transaction_count, uptime_seconds = excluded.uptime_seconds, error_rate = excluded.error_rate,
-           recorded_at = excluded.recorded_at, updated_at = excluded.updated_at`,
-      ).bind(JSON.stringify(latest.map((l) => ({ device_id: l.device_id, ...JSON.parse(l.latest) }))), this.siteId, new Date(now).toISOString()).run();
-    }
+    for (const p of seen) this.outbox.lastSeen(p.device_id, p.last_seen_ms, now);
+    for (const l of latest) this.outbox.latestSample(l.device_id, JSON.parse(l.latest), now);
     this.presence.markFlushed(seen);
     this.metrics.markLatestClean(latest.map((l) => l.device_id));
     this.setMeta("flushed_at", String(now));

@@ -1,9 +1,8 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { bodyLimit } from "hono/body-limit";
 import type { AppEnv } from "./env";
-import { ApiError } from "./lib/errors";
 import { requestContext } from "./middleware/request-context";
 import { requestLog } from "./middleware/request-log";
+import { requestBodyLimit } from "./middleware/body-limits";
 import { handleError, notFoundHandler } from "./middleware/errors";
 import { recordBusy, recordVersionOnce, SERVICE_VERSION } from "./services/system";
 import { authRoutes } from "./routes/auth/routes";
@@ -22,8 +21,6 @@ import { deviceHealthRoutes } from "./routes/device-health/routes";
 import { liveRoutes } from "./routes/live/routes";
 import { commandRoutes, deviceCommandRoutes } from "./routes/commands/routes";
 import { jobRoutes, siteJobRoutes } from "./routes/jobs/routes";
-
-const REQUEST_BODY_LIMIT = 1024 * 1024;
 
 const DOCUMENT = {
   openapi: "3.1.0",
@@ -66,10 +63,7 @@ export function createApp() {
     recordBusy(Date.now() - started);
   });
   app.use("*", requestLog);
-  app.use("*", bodyLimit({
-    maxSize: REQUEST_BODY_LIMIT,
-    onError: () => { throw new ApiError(413, "Request body too large (limit 1 MB)"); },
-  }));
+  app.use("*", requestBodyLimit);
 
   app.route("/", rootRoutes);
   app.route("/", docsRoutes(() => app.getOpenAPI31Document(DOCUMENT)));

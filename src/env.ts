@@ -1,30 +1,20 @@
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import type * as schema from "./db/schema";
-import type { Config } from "./config";
+import type { Config, HubBindings } from "./shared/config";
 import type { SiteHub } from "../durable-objects/site-hub";
 
-/** Bindings and variables from wrangler.toml, `.dev.vars` and secrets. */
-export interface Env {
-  DB: D1Database;
+/**
+ * The Worker's bindings: the database and variables the hubs get too (see src/shared/config.ts for
+ * every variable), plus the hubs' namespace, the static assets and the optional request-log sink.
+ */
+export interface Env extends HubBindings {
   SITE_HUB: DurableObjectNamespace<SiteHub>;
   ASSETS?: Fetcher;
   REQUEST_LOG_AE?: AnalyticsEngineDataset;
-  JWT_SECRET?: string;
-  ENVIRONMENT?: string;
-  JWT_ISSUER?: string;
-  JWT_AUDIENCE?: string;
-  ACCESS_TOKEN_MINUTES?: string;
-  COOKIE_SAMESITE?: string;
-  COOKIE_SECURE?: string;
-  REQUEST_LOG_ENABLED?: string;
-  METRICS_SNAPSHOT_INTERVAL_S?: string;
-  METRICS_CHANGE_THRESHOLD_PERCENT?: string;
-  OIDC_ISSUER?: string;
-  OIDC_CLIENT_ID?: string;
-  OIDC_CLIENT_SECRET?: string;
-  OIDC_REDIRECT_URI?: string;
-  FRONTEND_URL?: string;
 }
+
+/** The configuration as a request sees it: the JWT settings are valid, or the request never got here. */
+export type AppConfig = Config & { jwt: NonNullable<Config["jwt"]> };
 
 export type Db = DrizzleD1Database<typeof schema>;
 
@@ -36,6 +26,14 @@ export interface AuthUser {
   isAdmin: boolean;
 }
 
+/** Who a device call claims to be: its id, its site, and its key (and the key's SHA-256). */
+export interface DeviceCredential {
+  deviceId: string;
+  siteId: string;
+  keyDigest: string;
+  apiKey: string;
+}
+
 export interface AuthDevice {
   deviceId: string;
   siteId: string;
@@ -43,11 +41,11 @@ export interface AuthDevice {
 
 export interface AppVariables {
   requestId: string;
-  config: Config;
+  config: AppConfig;
   db: Db;
   user?: AuthUser;
   device?: AuthDevice;
-  deviceCredential?: import("./services/device-auth").DeviceCredential;
+  deviceCredential?: DeviceCredential;
 }
 
 export type AppEnv = { Bindings: Env; Variables: AppVariables };

@@ -2,7 +2,8 @@ import { createMiddleware } from "hono/factory";
 import { drizzle } from "drizzle-orm/d1";
 import * as schema from "../db/schema";
 import type { AppEnv, Db } from "../env";
-import { loadConfig } from "../config";
+import { readConfig } from "../shared/config";
+import { ApiError } from "../lib/errors";
 
 // Building a Drizzle client walks the whole schema; one per D1 binding is enough.
 const clients = new WeakMap<D1Database, Db>();
@@ -19,7 +20,10 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", requestId);
   c.header("X-Request-Id", requestId);
   c.set("db", database(c.env.DB));
-  c.set("config", loadConfig(c.env));
+  const config = readConfig(c.env);
+  // A Worker has no start-up step that could refuse to boot, so a bad secret refuses every request.
+  if (!config.jwt) throw new ApiError(503, "Service misconfigured: JWT_SECRET must be at least 32 bytes");
+  c.set("config", { ...config, jwt: config.jwt });
   await next();
   c.header("X-Request-Id", requestId);
 });

@@ -1,24 +1,14 @@
 import { and, desc, eq, sql, type SQL } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { agents, auditLogs, deviceMetrics, devices, deviceStateHistory, healthChecks } from "../db/schema";
-import { ApiError, conflict } from "../lib/errors";
-import {
-  AGENT_STATES, formatUptime, type AgentDevice, type AgentSnapshot, type DiagnosticComponent, type HubOutcome, type PartialHealth,
-  type PushInput, type PushResult, type SeriesRequest,
-} from "../../durable-objects/agents";
-import type { SiteHub } from "../../durable-objects/site-hub";
-import type { Outcome, QueueInput } from "../../durable-objects/commands";
+import { conflict } from "../lib/errors";
+import { HealthRecordSchema, type AgentDevice, type PushInput, type PushResult, type SeriesRequest } from "../shared/hub-contract";
+import { AGENT_STATES, LIVE_STATUSES, type DiagnosticComponent } from "../shared/vocabulary";
+import { formatUptime, realAgentView } from "../shared/agent-view";
+import { siteHub } from "../hub/client";
 import { accessibleSiteIds } from "./access";
-import { auditValues } from "./audit";
-import { siteHub } from "./live";
+import { auditRow } from "../shared/audit-row";
 import type { DeviceRow } from "./devices";
-
-type AgentHub = Pick<SiteHub, "agent" | "agentHealth" | "agentDiagnostics" | "restartAgent" | "pushToAgent" | "agentSeries"> & {
-  queueCommand(siteId: string, input: QueueInput): Promise<Outcome<{ command: { command_id: string; status: string; command_type: string }; created: boolean }>>;
-};
-
-/** The site's hub with the agent methods' declared types (RPC typing turns arbitrary JSON into `unknown`). */
-export const agentHub = (env: Env, siteId: string) => siteHub(env, siteId) as unknown as AgentHub;
 
 export const toAgentDevice = (d: DeviceRow): AgentDevice => ({
   deviceId: d.deviceId,
@@ -35,20 +25,14 @@ export const toAgentDevice = (d: DeviceRow): AgentDevice => ({
   dna: (d.dna as Record<string, unknown> | null) ?? null,
 });
 
-function unwrap<T>(outcome: HubOutcome<T> | Outcome<T>): T {
-  if (outcome.ok) return outcome.value;
-  const { status, detail } = outcome.error;
-  if (status === 422) throw new ApiError(422, [{ loc: ["body"], msg: detail, type: "value_error" }]);
-  throw new ApiError(status, detail);
-}
-
 const ensureActive = (device: DeviceRow) => {
   if (device.lifecycleState !== "active") throw conflict(`Device ${device.deviceId} is ${device.lifecycleState}; its agent does not run`);
 };
 
 // ---- list (D1 projection) -----------------------------------------------------------------
 
-export const DEVICE_STATUSES = ["online", "offline", "error"] as const;
+export const DEVICE_STATUSES = LIVE_STATUSES;
+const HEALTH_STATUS = HealthRecordSchema.shape.status;
 export const HEALTH_STATUSES = ["healthy", "unhealthy"] as const;
 export const AGENT_STATUS_FILTERS = [...AGENT_STATES, ...DEVICE_STATUSES, ...HEALTH_STATUSES] as const;
 
@@ -99,38 +83,51 @@ type AgentProjection = typeof agents.$inferSelect;
 type MetricsRow = typeof deviceMetrics.$inferSelect;
 
 function toAgentListItem(d: DeviceRow, a: AgentProjection | null, m: MetricsRow | null, now: number) {
-  const online = d.status !== "offline";
-  let uptimeS: number | null = null;
-  if (a?.bootedAt && online) uptimeS = Math.floor((now - Date.parse(a.bootedAt)) / 1000);
-  else if (m?.uptimeSeconds != null) uptimeS = m.uptimeSeconds + (online ? Math.max(0, Math.floor((now - Date.parse(m.recordedAt)) / 1000)) : 0);
-  const dna = (d.dna as Record<string, unknown> | null) ?? {};
-  const state = a?.state ?? (d.deviceSource === "real" && online ? "ready" : "idle");
-  const reported: PartialHealth | null = m
-    ? {
-        status: d.status === "online" ? "healthy" : "unhealthy",
-        metrics: {
-          cpu_usage_percent: m.cpuUsage ?? undefined, memory_usage_percent: m.memoryUsage ?? undefined, disk_usage_percent: m.diskUsage ?? undefined,
-          transactions_today: m.transactionCount ?? undefined, uptime_seconds: m.uptimeSeconds ?? undefined,
-          temperature_celsius: m.temperature ?? undefined, network_latency_ms: m.networkLatencyMs ?? undefined, error_rate: m.errorRate ?? undefined,
-        },
-        checked_at: m.recordedAt,
-      }
-    : null;
-  return {
+  const base = {
     device_id: d.deviceId,
     site_id: d.siteId,
     name: d.name,
     device_type: d.deviceType,
     device_source: d.deviceSource,
     status: d.status,
-    state,
-    config_version: a?.configVersion ?? (typeof dna.config_version === "string" ? dna.config_version : null),
-    target_version: a?.targetVersion ?? null,
-    health_status: ((a?.healthStatus ?? (d.deviceSource === "real" ? (d.status === "online" ? "healthy" : "unhealthy") : null)) as "healthy" | "unhealthy" | null),
-    last_health_check: (a?.lastHealthCheck as PartialHealth | null) ?? reported,
-    uptime: uptimeS === null ? null : formatUptime(uptimeS),
     last_heartbeat: d.lastSeen,
-    state_changed_at: a?.stateChangedAt ?? null,
+  };
+  if (d.deviceSource === "real" || !a) {
+    // A real device (or a simulated one whose hub has not projected it yet): the one real-device rule.
+    const view = realAgentView({
+      status: d.status,
+      lastSeen: d.lastSeen,
+      uptime: m?.uptimeSeconds != null ? { seconds: m.uptimeSeconds, atMs: Date.parse(m.recordedAt) } : null,
+      latest: m ? {
+        cpu_usage: m.cpuUsage, memory_usage: m.memoryUsage, disk_usage: m.diskUsage, temperature: m.temperature,
+        network_latency_ms: m.networkLatencyMs, transaction_count: m.transactionCount, uptime_seconds: m.uptimeSeconds, error_rate: m.errorRate,
+      } : null,
+      firmware: d.firmware, osType: d.osType, osVersion: d.osVersion, osDetails: d.osDetails, hostname: d.hostname,
+      dna: (d.dna as Record<string, unknown> | null) ?? null,
+    }, now);
+    const simulatedUnseen = d.deviceSource === "simulated";
+    return {
+      ...base,
+      state: simulatedUnseen ? "idle" as const : view.state,
+      config_version: view.config_version,
+      target_version: null,
+      health_status: simulatedUnseen ? null : view.health.status,
+      last_health_check: simulatedUnseen ? null : view.health,
+      uptime: view.uptime_seconds === null ? null : formatUptime(view.uptime_seconds),
+      state_changed_at: null,
+    };
+  }
+  const online = d.status !== "offline";
+  const uptimeS = a.bootedAt && online ? Math.floor((now - Date.parse(a.bootedAt)) / 1000) : null;
+  return {
+    ...base,
+    state: a.state,
+    config_version: a.configVersion,
+    target_version: a.targetVersion ?? null,
+    health_status: HEALTH_STATUS.safeParse(a.healthStatus).data ?? null,
+    last_health_check: HealthRecordSchema.safeParse(a.lastHealthCheck).data ?? null,
+    uptime: uptimeS === null ? null : formatUptime(uptimeS),
+    state_changed_at: a.stateChangedAt ?? null,
   };
 }
 
@@ -138,11 +135,7 @@ function toAgentListItem(d: DeviceRow, a: AgentProjection | null, m: MetricsRow 
 
 export async function agentDetail(env: Env, device: DeviceRow) {
   ensureActive(device);
-  const snap = await agentHub(env, device.siteId).agent(device.siteId, toAgentDevice(device));
-  return toAgentDetail(device, snap);
-}
-
-export function toAgentDetail(device: DeviceRow, snap: AgentSnapshot) {
+  const snap = await siteHub(env, device.siteId).agent(toAgentDevice(device));
   return {
     device_id: device.deviceId,
     site_id: device.siteId,
@@ -174,7 +167,7 @@ export function toAgentDetail(device: DeviceRow, snap: AgentSnapshot) {
 export async function startSimulatedAgent(env: Env, device: typeof devices.$inferInsert) {
   if (device.deviceSource !== "simulated") return;
   try {
-    await agentHub(env, device.siteId).agent(device.siteId, {
+    await siteHub(env, device.siteId).agent({
       deviceId: device.deviceId, name: device.name, deviceType: device.deviceType ?? "pos_terminal", source: "simulated",
       lifecycleState: "active", createdAt: new Date().toISOString(), firmware: null, osType: device.osType ?? null,
       osVersion: device.osVersion ?? null, osDetails: device.osDetails ?? null, hostname: null, dna: null,
@@ -211,11 +204,11 @@ export function pushAsCommand(push: PushInput): { commandType: string; payload: 
 
 export async function pushToAgent(env: Env, db: Db, user: AuthUser, device: DeviceRow, push: PushInput, request?: Request) {
   ensureActive(device);
-  const hub = agentHub(env, device.siteId);
+  const hub = siteHub(env, device.siteId);
   let response: Omit<PushResult, "state" | "config_version"> & { command_id?: string; state?: string; config_version?: string };
   if (device.deviceSource === "simulated") {
-    response = unwrap(await hub.pushToAgent(device.siteId, toAgentDevice(device), push, user.email));
-    await db.insert(auditLogs).values(auditValues({
+    response = await hub.pushToAgent(toAgentDevice(device), push, user.email);
+    await db.insert(auditLogs).values(auditRow({
       eventType: "agent_push",
       category: "device_management",
       description: `Push to ${device.deviceId}: ${response.status} — ${response.message}`,
@@ -226,9 +219,9 @@ export async function pushToAgent(env: Env, db: Db, user: AuthUser, device: Devi
   } else {
     // A real device's agent runs on the device: the push becomes a command it receives on its next poll.
     const { commandType, payload } = pushAsCommand(push);
-    const queued = unwrap(await hub.queueCommand(device.siteId, {
+    const queued = await hub.queueCommand({
       deviceId: device.deviceId, commandType, payload, createdBy: user.email, userId: user.id, simulated: false, reason: "agent push",
-    }));
+    });
     response = {
       status: "accepted",
       message: `Queued as command ${queued.command.command_type} (${queued.command.command_id}); the device receives it on its next poll`,
@@ -247,10 +240,10 @@ export async function pushToAgent(env: Env, db: Db, user: AuthUser, device: Devi
 
 export async function restartDevice(env: Env, db: Db, user: AuthUser, device: DeviceRow, reason: string | undefined, request?: Request) {
   ensureActive(device);
-  const hub = agentHub(env, device.siteId);
+  const hub = siteHub(env, device.siteId);
   if (device.deviceSource === "simulated") {
-    const r = await hub.restartAgent(device.siteId, toAgentDevice(device), reason ?? null);
-    await db.insert(auditLogs).values(auditValues({
+    const r = await hub.restartAgent(toAgentDevice(device), reason ?? null);
+    await db.insert(auditLogs).values(auditRow({
       eventType: "device_restart",
       description: `Device ${device.deviceId} restarted in ${r.reboot_time_seconds} s${reason ? `: ${reason}` : ""} (${r.previous_health.status} → ${r.health_check.status})`,
       userId: user.id, siteId: device.siteId, deviceId: device.deviceId,
@@ -264,18 +257,18 @@ export async function restartDevice(env: Env, db: Db, user: AuthUser, device: De
         status: "success",
         message: `Restart completed in ${r.reboot_time_seconds} s; health check ${r.health_check.status}`,
         device_id: device.deviceId,
-        health_check: r.health_check as PartialHealth,
+        health_check: r.health_check,
         reboot_time_seconds: r.reboot_time_seconds,
         previous_status: r.previous_health.status,
       },
     };
   }
-  const queued = unwrap(await hub.queueCommand(device.siteId, {
+  const queued = await hub.queueCommand({
     deviceId: device.deviceId, commandType: "restart", payload: reason ? { reason } : {}, createdBy: user.email, userId: user.id,
     simulated: false, reason: reason ? `restart: ${reason}` : "restart",
-  }));
-  const current = await hub.agentHealth(device.siteId, toAgentDevice(device));
-  await db.insert(auditLogs).values(auditValues({
+  });
+  const current = await hub.agentHealth(toAgentDevice(device));
+  await db.insert(auditLogs).values(auditRow({
     eventType: "device_restart",
     description: `Restart of ${device.deviceId} queued as command ${queued.command.command_id}${reason ? `: ${reason}` : ""}`,
     userId: user.id, siteId: device.siteId, deviceId: device.deviceId,
@@ -297,7 +290,7 @@ export async function restartDevice(env: Env, db: Db, user: AuthUser, device: De
 
 export async function deviceHealth(env: Env, device: DeviceRow) {
   ensureActive(device);
-  const r = await agentHub(env, device.siteId).agentHealth(device.siteId, toAgentDevice(device));
+  const r = await siteHub(env, device.siteId).agentHealth(toAgentDevice(device));
   return { device_id: device.deviceId, health: r.health, agent_state: r.agent_state, last_updated: r.last_updated };
 }
 
@@ -312,11 +305,11 @@ export async function runDiagnostics(env: Env, db: Db, user: AuthUser, device: D
   ensureActive(device);
   const mode = input.diagnostic_mode ?? "standard";
   const components = [...new Set(input.test_components ?? ["payment", "printer", "display", "network"])] as DiagnosticComponent[];
-  const r = await agentHub(env, device.siteId).agentDiagnostics(device.siteId, toAgentDevice(device), {
+  const r = await siteHub(env, device.siteId).agentDiagnostics(toAgentDevice(device), {
     components, includeLogs: !!input.include_logs, mode,
   });
   const failed = Object.entries(r.diagnostics).filter(([, d]) => d.status === "fail").map(([c]) => c);
-  await db.insert(auditLogs).values(auditValues({
+  await db.insert(auditLogs).values(auditRow({
     eventType: "device_health_check",
     description: `Diagnostics (${mode}) on ${device.deviceId}: ${r.health.status}${failed.length ? `, failed ${failed.join(", ")}` : ""}`,
     severity: r.health.status === "healthy" ? "info" : "warning",
@@ -369,7 +362,7 @@ const round = (v: number | null | undefined, digits = 1) => (v === null || v ===
 
 export async function agentSeries(env: Env, db: Db, device: DeviceRow, kind: SeriesRequest["kind"], period: Period, now = Date.now()) {
   const fromMs = now - period.ms;
-  const r = await agentHub(env, device.siteId).agentSeries(device.siteId, toAgentDevice(device), { kind, fromMs, bucketMs: period.bucketMs });
+  const r = await siteHub(env, device.siteId).agentSeries(toAgentDevice(device), { kind, fromMs, bucketMs: period.bucketMs });
   const head = {
     device_id: device.deviceId,
     device_source: device.deviceSource,
@@ -403,7 +396,7 @@ export async function agentSeries(env: Env, db: Db, device: DeviceRow, kind: Ser
     return { ...head, total: series.reduce((n, s) => n + s.transactions, 0), transactions_today: r.latest ?? null, series };
   }
   const rows = new Map(r.rows.map((row) => [row.bucket, row]));
-  let events = r.events;
+  let events = r.events.map((e) => ({ ...e, data: e.data ?? null }));
   if (device.deviceSource === "real") {
     // A real device's errors are its reported error states (device_state_history).
     const history = await db.select().from(deviceStateHistory)

@@ -1,108 +1,12 @@
 import { and, desc, eq, gte, or, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../env";
 import { auditLogs } from "../db/schema";
-
-export type Severity = "info" | "warning" | "error" | "critical";
-
-export const CATEGORIES = [
-  "security_events",
-  "user_actions",
-  "site_management",
-  "device_management",
-  "job_management",
-  "system_events",
-  "business_events",
-] as const;
-export type Category = (typeof CATEGORIES)[number];
-
-/** The specification's event table: each known type's category and default severity. */
-const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
-  login_attempt: { category: "security_events", severity: "info" },
-  login_success: { category: "security_events", severity: "info" },
-  login_failed: { category: "security_events", severity: "warning" },
-  unauthorized_access: { category: "security_events", severity: "critical" },
-  api_access: { category: "security_events", severity: "info" },
-  permission_denied: { category: "security_events", severity: "warning" },
-  user_created: { category: "user_actions", severity: "info" },
-  user_deleted: { category: "user_actions", severity: "warning" },
-  site_created: { category: "site_management", severity: "info" },
-  site_member_added: { category: "site_management", severity: "info" },
-  site_member_removed: { category: "site_management", severity: "info" },
-  tenant_created: { category: "site_management", severity: "info" },
-  tenant_member_added: { category: "site_management", severity: "info" },
-  tenant_member_removed: { category: "site_management", severity: "info" },
-  bootstrap_key_created: { category: "site_management", severity: "info" },
-  bootstrap_key_revoked: { category: "site_management", severity: "warning" },
-  device_registered: { category: "device_management", severity: "info" },
-  device_updated: { category: "device_management", severity: "info" },
-  device_health_check: { category: "device_management", severity: "info" },
-  device_offline: { category: "device_management", severity: "warning" },
-  device_online: { category: "device_management", severity: "info" },
-  device_error: { category: "device_management", severity: "error" },
-  device_restart: { category: "device_management", severity: "info" },
-  device_key_rotated: { category: "device_management", severity: "warning" },
-  device_suspended: { category: "device_management", severity: "warning" },
-  device_resumed: { category: "device_management", severity: "info" },
-  command_queued: { category: "device_management", severity: "info" },
-  command_delivered: { category: "device_management", severity: "info" },
-  command_lease_expired: { category: "device_management", severity: "info" },
-  command_acknowledged: { category: "device_management", severity: "info" },
-  command_completed: { category: "device_management", severity: "info" },
-  command_failed: { category: "device_management", severity: "warning" },
-  command_expired: { category: "device_management", severity: "warning" },
-  command_cancelled: { category: "device_management", severity: "warning" },
-  job_created: { category: "job_management", severity: "info" },
-  job_started: { category: "job_management", severity: "info" },
-  job_completed: { category: "job_management", severity: "info" },
-  job_failed: { category: "job_management", severity: "error" },
-  job_cancelled: { category: "job_management", severity: "warning" },
-  job_timeout: { category: "job_management", severity: "error" },
-  system_startup: { category: "system_events", severity: "info" },
-  system_shutdown: { category: "system_events", severity: "info" },
-  admin_action: { category: "user_actions", severity: "info" },
-  config_updated: { category: "system_events", severity: "info" },
-  transaction_processed: { category: "business_events", severity: "info" },
-};
-
-export function classify(eventType: string): { category: Category; severity: Severity } {
-  return CATALOGUE[eventType] ?? { category: "business_events", severity: "info" };
-}
-
-export interface AuditInput {
-  eventType: string;
-  description?: string;
-  category?: Category;
-  severity?: Severity;
-  userId?: number | null;
-  siteId?: string | null;
-  deviceId?: string | null;
-  jobId?: string | null;
-  metadata?: Record<string, unknown>;
-  sessionId?: string | null;
-  request?: Request;
-}
-
-export function auditValues(input: AuditInput): typeof auditLogs.$inferInsert {
-  const defaults = classify(input.eventType);
-  return {
-    eventType: input.eventType,
-    category: input.category ?? defaults.category,
-    severity: input.severity ?? defaults.severity,
-    description: input.description ?? null,
-    userId: input.userId ?? null,
-    siteId: input.siteId ?? null,
-    deviceId: input.deviceId ?? null,
-    jobId: input.jobId ?? null,
-    eventMetadata: input.metadata ?? {},
-    ipAddress: input.request?.headers.get("CF-Connecting-IP") ?? null,
-    userAgent: input.request?.headers.get("User-Agent") ?? null,
-    sessionId: input.sessionId ?? null,
-  };
-}
+import { auditRow, type AuditInput } from "../shared/audit-row";
+import type { Severity } from "../shared/vocabulary";
 
 /** Records one audit event; every feature goes through here so category and severity stay uniform. */
 export async function recordAudit(db: Db, input: AuditInput) {
-  return db.insert(auditLogs).values(auditValues(input)).returning().get();
+  return db.insert(auditLogs).values(auditRow(input)).returning().get();
 }
 
 export type AuditRow = typeof auditLogs.$inferSelect;

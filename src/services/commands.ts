@@ -2,27 +2,11 @@ import { and, eq, isNotNull, isNull, lt } from "drizzle-orm";
 import type { AuthDevice, AuthUser, Db, Env } from "../env";
 import { commandIndex } from "../db/schema";
 import { ApiError, conflict, notFound } from "../lib/errors";
-import { COMMAND_RETENTION_MS, type CommandReport, type CommandStatus, type Outcome } from "../../durable-objects/commands";
+import { COMMAND_RETENTION_MS, type CommandStatus } from "../shared/vocabulary";
+import type { CommandReport } from "../shared/hub-contract";
+import { siteHub } from "../hub/client";
 import { authorizeDevice } from "./devices";
 import { authorizeSite, type Role } from "./access";
-import { siteHub } from "./live";
-import type { SiteHub } from "../../durable-objects/site-hub";
-
-type CommandHub = Pick<SiteHub, "queueCommand" | "pollCommands" | "ackCommand" | "reportCommand" | "getCommand" | "listCommands" | "cancelCommand" | "sweepCommands">;
-
-/**
- * The site's hub with the command methods' declared types (RPC typing turns records that carry
- * arbitrary JSON — payload, result — into `unknown`; the values are plain structured-clone data).
- */
-export const commandHub = (env: Env, siteId: string) => siteHub(env, siteId) as unknown as CommandHub;
-
-/** Turns a hub outcome into the value or the service's error. */
-export function unwrap<T>(outcome: Outcome<T>): T {
-  if (outcome.ok) return outcome.value;
-  const { status, detail, retryAfterS } = outcome.error;
-  if (status === 422) throw new ApiError(422, [{ loc: ["body"], msg: detail, type: "value_error" }]);
-  throw new ApiError(status, detail, retryAfterS ? { "Retry-After": String(retryAfterS) } : {});
-}
 
 export interface QueueCommandBody {
   command_type: string;
@@ -34,7 +18,7 @@ export interface QueueCommandBody {
 export async function queueDeviceCommand(env: Env, db: Db, user: AuthUser, deviceId: string, body: QueueCommandBody, idempotencyKey: string | undefined, request?: Request) {
   const { device } = await authorizeDevice(db, user, deviceId, "operator", request);
   if (device.lifecycleState !== "active") throw conflict(`Device ${deviceId} is ${device.lifecycleState}; it cannot receive commands`);
-  const outcome = await commandHub(env, device.siteId).queueCommand(device.siteId, {
+  return siteHub(env, device.siteId).queueCommand({
     deviceId,
     commandType: body.command_type,
     payload: body.payload,
@@ -44,12 +28,11 @@ export async function queueDeviceCommand(env: Env, db: Db, user: AuthUser, devic
     idempotencyKey: idempotencyKey ?? null,
     simulated: device.deviceSource === "simulated",
   });
-  return unwrap(outcome);
 }
 
 export async function listDeviceCommands(env: Env, db: Db, user: AuthUser, deviceId: string, q: { status?: CommandStatus; limit: number; offset: number }, request?: Request) {
   const { device } = await authorizeDevice(db, user, deviceId, "viewer", request);
-  return commandHub(env, device.siteId).listCommands(device.siteId, deviceId, q);
+  return siteHub(env, device.siteId).listCommands(deviceId, q);
 }
 
 /** Where a command lives (its site's hub), checked against the caller's role on that site. */
@@ -62,28 +45,28 @@ async function locateCommand(db: Db, user: AuthUser, commandId: string, minimum:
 
 export async function readCommand(env: Env, db: Db, user: AuthUser, commandId: string, request?: Request) {
   const entry = await locateCommand(db, user, commandId, "viewer", request);
-  const record = await commandHub(env, entry.siteId).getCommand(entry.siteId, commandId);
+  const record = await siteHub(env, entry.siteId).getCommand(commandId);
   if (!record) throw notFound("Command not found");
   return record;
 }
 
 export async function cancelCommand(env: Env, db: Db, user: AuthUser, commandId: string, request?: Request) {
   const entry = await locateCommand(db, user, commandId, "operator", request);
-  return unwrap(await commandHub(env, entry.siteId).cancelCommand(entry.siteId, commandId, { userId: user.id, reason: `cancelled by ${user.email}` }));
+  return siteHub(env, entry.siteId).cancelCommand(commandId, { userId: user.id, reason: `cancelled by ${user.email}` });
 }
 
 // ---- device side: the device's own site hub is the only place looked at ---------------------
 
 export async function pollCommands(env: Env, device: AuthDevice, waitS: number) {
-  return unwrap(await commandHub(env, device.siteId).pollCommands(device.siteId, device.deviceId, waitS));
+  return siteHub(env, device.siteId).pollCommands(device.deviceId, waitS);
 }
 
 export async function ackCommand(env: Env, device: AuthDevice, commandId: string) {
-  return unwrap(await commandHub(env, device.siteId).ackCommand(device.siteId, device.deviceId, commandId));
+  return siteHub(env, device.siteId).ackCommand(device.deviceId, commandId);
 }
 
 export async function reportCommand(env: Env, device: AuthDevice, commandId: string, report: CommandReport) {
-  return unwrap(await commandHub(env, device.siteId).reportCommand(device.siteId, device.deviceId, commandId, report));
+  return siteHub(env, device.siteId).reportCommand(device.deviceId, commandId, report);
 }
 
 const RESULT_ALIASES: Record<string, "completed" | "failed"> = {
@@ -112,7 +95,7 @@ export async function runCommandMaintenance(env: Env, db: Db, now: Date) {
   let swept = 0;
   for (const { siteId } of overdue) {
     try {
-      await commandHub(env, siteId).sweepCommands(siteId);
+      await siteHub(env, siteId).sweepCommands();
       swept++;
     } catch (error) {
       console.error(`command sweep of site ${siteId} failed`, error);

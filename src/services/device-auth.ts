@@ -1,11 +1,11 @@
 import { eq } from "drizzle-orm";
-import type { AuthDevice, Db, Env } from "../env";
+import type { AuthDevice, Db, DeviceCredential, Env } from "../env";
 import { devices } from "../db/schema";
 import { ApiError, forbidden } from "../lib/errors";
-import { sameDigest, sha256Hex } from "../lib/ids";
-import { siteHub } from "./live";
+import { sameDigest, sha256Hex } from "../shared/ids";
+import { siteHub } from "../hub/client";
 import { verifySecret } from "./passwords";
-import type { Admission } from "../../durable-objects/credentials";
+import type { Admission, NotAdmitted } from "../shared/hub-contract";
 
 /** One body for every credential failure, so a caller learns nothing about which part was wrong. */
 export const DEVICE_AUTH_FAILED = "Invalid device credentials";
@@ -41,20 +41,7 @@ async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefine
   return row?.siteId;
 }
 
-/** Who a device call claims to be: its id, its site, and its key (and the key's SHA-256). */
-export interface DeviceCredential {
-  deviceId: string;
-  siteId: string;
-  keyDigest: string;
-  apiKey: string;
-}
-
-/** What a hub method answers instead of doing its work when the key is not (yet) admitted. */
-export interface NotAdmitted {
-  notAdmitted: Exclude<Admission, { result: "ok" }>;
-}
-
-const isNotAdmitted = (value: unknown): value is NotAdmitted =>
+const isNotAdmitted = <T>(value: T | NotAdmitted): value is NotAdmitted =>
   typeof value === "object" && value !== null && "notAdmitted" in value;
 
 /** Resolves the headers to a credential; unknown devices and malformed headers are 401 here. */
@@ -90,7 +77,7 @@ export async function admitThroughHub<T>(
       usedBcrypt = true;
       if (!(await verifySecret(apiKey, admission.bcryptHash))) throw deviceUnauthorized();
     }
-    admission = await siteHub(env, siteId).confirmDeviceKey(siteId, deviceId, keyDigest, admission.bcryptHash);
+    admission = await siteHub(env, siteId).confirmDeviceKey(deviceId, keyDigest, admission.bcryptHash);
   }
   if (admission.result === "inactive") throw forbidden(`Device is ${admission.state}`);
   if (admission.result !== "ok") throw deviceUnauthorized();
@@ -112,14 +99,14 @@ export async function authenticateDevice(
   const credential = await identifyDevice(db, deviceId, apiKey);
   const hub = siteHub(env, credential.siteId);
   const { usedBcrypt } = await admitThroughHub(env, credential, async (digest) => {
-    const admission = await hub.admitDevice(credential.siteId, credential.deviceId, digest);
+    const admission = await hub.admitDevice(credential.deviceId, digest);
     return admission.result === "ok" ? admission : { notAdmitted: admission };
   });
   return { device: { deviceId: credential.deviceId, siteId: credential.siteId }, usedBcrypt };
 }
 
-/** After a key rotation or a lifecycle change in D1: the hub re-reads the device's credential. */
-export async function invalidateDeviceCredential(env: Env, siteId: string, deviceId: string) {
+/** After a key rotation, a lifecycle change or new settings in D1: the hub re-reads the device. */
+export async function deviceChanged(env: Env, siteId: string, deviceId: string) {
   issuedKeys.delete(deviceId);
-  await siteHub(env, siteId).invalidateDeviceCredential(siteId, deviceId);
+  await siteHub(env, siteId).deviceChanged(deviceId);
 }

@@ -2,8 +2,8 @@ import { and, eq } from "drizzle-orm";
 import type { Db } from "../env";
 import { auditLogs, devices, lifecycleEpochs } from "../db/schema";
 import { conflict, isUniqueViolation } from "../lib/errors";
-import { newDeviceId, newUuid, randomToken } from "../lib/ids";
-import { auditValues } from "./audit";
+import { newDeviceId, newUuid, randomToken } from "../shared/ids";
+import { auditRow } from "../shared/audit-row";
 import { hashSecret } from "./passwords";
 import { rememberIssuedKey } from "./device-auth";
 
@@ -76,7 +76,7 @@ export function registrationStatements(db: Db, prepared: PreparedRegistration, u
   return [
     db.insert(devices).values(prepared.device),
     db.insert(lifecycleEpochs).values(prepared.epoch),
-    db.insert(auditLogs).values(auditValues({
+    db.insert(auditLogs).values(auditRow({
       eventType: "device_registered",
       description: `Device ${prepared.deviceId} registered (${prepared.device.enrollmentMethod})`,
       userId: userId ?? null,

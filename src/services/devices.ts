@@ -2,11 +2,12 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { auditLogs, devices, lifecycleEpochs, siteBootstrapKeys } from "../db/schema";
 import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/errors";
-import { randomToken } from "../lib/ids";
-import { auditValues, recordAudit } from "./audit";
+import { randomToken } from "../shared/ids";
+import { recordAudit } from "./audit";
+import { auditRow } from "../shared/audit-row";
 import { accessibleSiteIds, authorizeSite, findSite, type Role } from "./access";
-import { invalidateDeviceCredential, rememberIssuedKey } from "./device-auth";
-import { siteHub } from "./live";
+import { deviceChanged, rememberIssuedKey } from "./device-auth";
+import { siteHub } from "../hub/client";
 import { hashSecret, verifySecret } from "./passwords";
 import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from "./device-registry";
 
@@ -57,7 +58,7 @@ export interface DeviceUpdate {
   heartbeat_interval_s?: number;
 }
 
-export async function updateDevice(db: Db, user: AuthUser, device: DeviceRow, update: DeviceUpdate, request?: Request) {
+export async function updateDevice(env: Env, db: Db, user: AuthUser, device: DeviceRow, update: DeviceUpdate, request?: Request) {
   const set = {
     name: update.name,
     deviceType: update.device_type,
@@ -70,11 +71,13 @@ export async function updateDevice(db: Db, user: AuthUser, device: DeviceRow, up
   const changed = Object.entries(update).filter(([, v]) => v !== undefined).map(([k]) => k);
   const [[row]] = await db.batch([
     db.update(devices).set(set).where(eq(devices.deviceId, device.deviceId)).returning(),
-    db.insert(auditLogs).values(auditValues({
+    db.insert(auditLogs).values(auditRow({
       eventType: "device_updated", description: `Device ${device.deviceId} updated: ${changed.join(", ")}`,
       userId: user.id, siteId: device.siteId, deviceId: device.deviceId, metadata: { changed: update }, request,
     })),
   ]);
+  // Presence reads the configured heartbeat interval from the hub's copy of the device.
+  if (update.heartbeat_interval_s !== undefined) await deviceChanged(env, device.siteId, device.deviceId);
   return row;
 }
 
@@ -86,12 +89,12 @@ export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: 
   const rotatedAt = new Date().toISOString();
   await db.batch([
     db.update(devices).set({ apiKeyHash, updatedAt: rotatedAt }).where(eq(devices.deviceId, device.deviceId)),
-    db.insert(auditLogs).values(auditValues({
+    db.insert(auditLogs).values(auditRow({
       eventType: "device_key_rotated", description: `API key of ${device.deviceId} rotated`, userId: user.id,
       siteId: device.siteId, deviceId: device.deviceId, request,
     })),
   ]);
-  await invalidateDeviceCredential(env, device.siteId, device.deviceId);
+  await deviceChanged(env, device.siteId, device.deviceId);
   await rememberIssuedKey(device.deviceId, apiKey, apiKeyHash);
   return { apiKey, rotatedAt };
 }
@@ -102,14 +105,14 @@ export async function setLifecycle(env: Env, db: Db, user: AuthUser, device: Dev
   const at = new Date().toISOString();
   const [[row]] = await db.batch([
     db.update(devices).set({ lifecycleState: state, updatedAt: at }).where(eq(devices.deviceId, device.deviceId)).returning(),
-    db.insert(auditLogs).values(auditValues({
+    db.insert(auditLogs).values(auditRow({
       eventType: state === "suspended" ? "device_suspended" : "device_resumed",
       description: `Device ${device.deviceId} ${state === "suspended" ? "suspended" : "resumed"}`,
       userId: user.id, siteId: device.siteId, deviceId: device.deviceId, request,
     })),
   ]);
-  await invalidateDeviceCredential(env, device.siteId, device.deviceId);
-  if (state === "suspended") await siteHub(env, device.siteId).forgetDevice(device.siteId, device.deviceId);
+  await deviceChanged(env, device.siteId, device.deviceId);
+  if (state === "suspended") await siteHub(env, device.siteId).forgetDevice(device.deviceId);
   return row;
 }
 
@@ -151,7 +154,7 @@ export async function createBootstrapKey(db: Db, user: AuthUser, siteId: string,
   const [, [row]] = await db.batch([
     db.update(siteBootstrapKeys).set({ revokedAt: now }).where(and(eq(siteBootstrapKeys.siteId, siteId), sql`${siteBootstrapKeys.revokedAt} IS NULL`)),
     db.insert(siteBootstrapKeys).values({ siteId, keyHash, createdBy: user.id, createdAt: now }).returning(),
-    db.insert(auditLogs).values(auditValues({ eventType: "bootstrap_key_created", description: `Bootstrap key for ${siteId} created (previous key revoked)`, userId: user.id, siteId, request })),
+    db.insert(auditLogs).values(auditRow({ eventType: "bootstrap_key_created", description: `Bootstrap key for ${siteId} created (previous key revoked)`, userId: user.id, siteId, request })),
   ]);
   return { bootstrapKey, createdAt: row.createdAt };
 }

@@ -3,8 +3,8 @@ import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db, Env } from "../env";
 import { auditLogs, devices, enrolmentClaimFailures, enrolmentIntents, lifecycleEpochs } from "../db/schema";
 import { badRequest, conflict, notFound, tooManyRequests, unprocessable, isUniqueViolation } from "../lib/errors";
-import { newUuid, randomToken, sha256Hex } from "../lib/ids";
-import { auditValues, type AuditInput } from "./audit";
+import { newUuid, randomToken, sha256Hex } from "../shared/ids";
+import { auditRow, type AuditInput } from "../shared/audit-row";
 import { deviceNameTaken, prepareRegistration } from "./device-registry";
 import { rememberIssuedKey } from "./device-auth";
 import { publishSiteEvent } from "./live";
@@ -90,7 +90,7 @@ function insertSelect<T extends SQLiteTable>(db: Db, table: T, values: Record<st
 const insertWhere = <T extends SQLiteTable>(db: Db, table: T, values: T["$inferInsert"], condition: SQL) =>
   insertSelect(db, table, values as Record<string, unknown>, sql`where ${condition}`);
 
-const intentAudit = (input: AuditInput) => auditValues({ category: "device_management", ...input });
+const intentAudit = (input: AuditInput) => auditRow({ category: "device_management", ...input });
 
 /** Pushes the intent's new state to the site's live channel; the change is already committed, so a
  * live-channel failure must not turn it into an error. */
@@ -407,7 +407,7 @@ async function recordClaimFailure(db: Db, intentId: string, now: Date, reason: s
   }
   await db.batch([
     upsert,
-    db.insert(auditLogs).values(auditValues({
+    db.insert(auditLogs).values(auditRow({
       eventType: "enrolment_claim_failed",
       category: "security_events",
       severity: "warning",
@@ -501,7 +501,7 @@ export async function claimIntent(env: Env, db: Db, intentId: string, input: Cla
       .returning(),
     insertWhere(db, devices, prepared.device, consumedByThisClaim),
     insertWhere(db, lifecycleEpochs, prepared.epoch, consumedByThisClaim),
-    insertWhere(db, auditLogs, auditValues({
+    insertWhere(db, auditLogs, auditRow({
       eventType: "device_registered",
       description: `Device ${prepared.deviceId} registered (pre-provisioned)`,
       siteId: row.siteId,

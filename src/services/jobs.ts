@@ -2,16 +2,12 @@ import { and, asc, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { auditLogs, devices, jobExecutions, jobs } from "../db/schema";
 import { notFound, unprocessable } from "../lib/errors";
-import { newJobId } from "../lib/ids";
-import { DEFAULT_DEADLINE_S, specFromRow, type JobStatus } from "../../durable-objects/jobs";
-import type { SiteHub } from "../../durable-objects/site-hub";
+import { newJobId } from "../shared/ids";
+import { DEFAULT_JOB_DEADLINE_S, countTargets, type JobStatus } from "../shared/vocabulary";
+import { specFromRow } from "../shared/job-spec";
 import { accessibleSiteIds, authorizeSite } from "./access";
-import { auditValues } from "./audit";
-import { siteHub } from "./live";
-import { unwrap } from "./commands";
-
-type JobHub = Pick<SiteHub, "scheduleJob" | "driveJob" | "cancelJob">;
-const jobHub = (env: Env, siteId: string) => siteHub(env, siteId) as unknown as JobHub;
+import { auditRow } from "../shared/audit-row";
+import { siteHub } from "../hub/client";
 
 export type JobRow = typeof jobs.$inferSelect;
 export type ExecutionRow = typeof jobExecutions.$inferSelect;
@@ -47,7 +43,7 @@ export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string
   const jobId = newJobId();
   const created = new Date();
   const createdAt = created.toISOString();
-  const deadlineAt = new Date(created.getTime() + (input.deadline_s ?? DEFAULT_DEADLINE_S) * 1000).toISOString();
+  const deadlineAt = new Date(created.getTime() + (input.deadline_s ?? DEFAULT_JOB_DEADLINE_S) * 1000).toISOString();
   const [[row]] = await db.batch([
     db.insert(jobs).values({
       jobId, siteId, action: input.action, description: input.description ?? null, priority: input.priority, status: "queued",
@@ -55,7 +51,7 @@ export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string
       deviceType: input.device_type ?? null, deadlineAt, createdBy: user.email, createdAt, updatedAt: createdAt,
     }).returning(),
     db.insert(auditLogs).values({
-      ...auditValues({
+      ...auditRow({
         eventType: "job_created", description: `Job ${jobId} (${input.action}) created for site ${siteId}`,
         userId: user.id, siteId, jobId, metadata: { action: input.action, priority: input.priority }, request,
       }),
@@ -63,7 +59,7 @@ export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string
     }),
   ]);
   try {
-    await jobHub(env, siteId).scheduleJob(siteId, specFromRow(row));
+    await siteHub(env, siteId).scheduleJob(specFromRow(row));
   } catch (error) {
     console.error(`job ${jobId}: hand-off to the site hub failed; the cron re-drives it`, error);
   }
@@ -80,17 +76,8 @@ export async function executionsOf(db: Db, jobId: string) {
   return db.select().from(jobExecutions).where(eq(jobExecutions.jobId, jobId)).orderBy(asc(jobExecutions.deviceId)).all();
 }
 
-/** Execution counts: `failed` includes expired commands; `cancelled` ones are counted apart. */
-export function countExecutions(rows: Pick<ExecutionRow, "status">[]) {
-  const counts = { total: rows.length, succeeded: 0, failed: 0, pending: 0, cancelled: 0 };
-  for (const r of rows) {
-    if (r.status === "completed") counts.succeeded++;
-    else if (r.status === "failed" || r.status === "expired") counts.failed++;
-    else if (r.status === "cancelled") counts.cancelled++;
-    else counts.pending++;
-  }
-  return counts;
-}
+/** Execution counts, by the same rule the hub uses when it finishes a job. */
+export const countExecutions = (rows: Pick<ExecutionRow, "status">[]) => countTargets(rows);
 
 export async function readJob(db: Db, user: AuthUser, jobId: string, request?: Request) {
   const job = await findJob(db, jobId);
@@ -120,7 +107,7 @@ export async function listJobs(db: Db, user: AuthUser, q: { siteId?: string; sta
 export async function cancelJob(env: Env, db: Db, user: AuthUser, jobId: string, request?: Request) {
   const job = await findJob(db, jobId);
   await authorizeSite(db, user, job.siteId, "operator", request);
-  unwrap(await jobHub(env, job.siteId).cancelJob(job.siteId, jobId, { userId: user.id, name: user.email }));
+  await siteHub(env, job.siteId).cancelJob(jobId, { userId: user.id, name: user.email });
   return { job: await findJob(db, jobId), executions: await executionsOf(db, jobId) };
 }
 
@@ -146,7 +133,7 @@ export async function runJobMaintenance(env: Env, db: Db, now: Date) {
   const results: Record<string, JobStatus | null> = {};
   for (const { jobId, siteId } of stuck) {
     try {
-      results[jobId] = await jobHub(env, siteId).driveJob(siteId, jobId);
+      results[jobId] = await siteHub(env, siteId).driveJob(jobId);
     } catch (error) {
       console.error(`re-drive of job ${jobId} failed`, error);
     }

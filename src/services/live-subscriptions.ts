@@ -2,10 +2,9 @@ import { and, eq, gt } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { wsTickets } from "../db/schema";
 import { unauthorized } from "../lib/errors";
-import { randomToken, sha256Hex } from "../lib/ids";
-import { siteHub } from "./live";
+import { randomToken, sha256Hex } from "../shared/ids";
+import { siteHub } from "../hub/client";
 import { findActiveUserById } from "./users";
-import type { Subscriber } from "../../durable-objects/live-socket";
 
 export const WS_TICKET_TTL_MS = 60_000;
 
@@ -38,18 +37,12 @@ export async function consumeWsTicket(db: Db, ticket: string, siteId: string, no
  * upgrade) or `events` (server-sent events). The hub replays from `since` and then streams.
  */
 export async function subscribe(env: Env, siteId: string, user: AuthUser, channel: "ws" | "events", since: number | undefined, upgrade?: string) {
-  const subscriber: Omit<Subscriber, "channel"> = { user_id: user.id, connected_at: new Date().toISOString() };
-  const url = new URL(`https://site-hub.internal/${channel}`);
-  url.searchParams.set("site_id", siteId);
-  if (since !== undefined) url.searchParams.set("since", String(since));
-  const headers = new Headers({ "X-Fleet-Subscriber": JSON.stringify(subscriber) });
-  if (upgrade) headers.set("Upgrade", upgrade);
-  return siteHub(env, siteId).fetch(new Request(url, { headers }));
+  return siteHub(env, siteId).subscribe(channel, { user_id: user.id, connected_at: new Date().toISOString() }, since, upgrade);
 }
 
 /** The channel's current position, for a GET on the WebSocket path without an upgrade. */
 export async function channelState(env: Env, siteId: string) {
   const hub = siteHub(env, siteId);
-  const [latest, subscribers] = await Promise.all([hub.liveHead(siteId), hub.subscribers(siteId)]);
+  const [latest, subscribers] = await Promise.all([hub.channelHead(), hub.subscribers()]);
   return { site_id: siteId, ...latest, subscribers: subscribers.websockets + subscribers.sse };
 }

@@ -2,8 +2,8 @@ import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
 import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema";
 import { conflict, notFound, badRequest, forbidden, isUniqueViolation } from "../lib/errors";
-import { newSiteId } from "../lib/ids";
-import { auditValues } from "./audit";
+import { newSiteId } from "../shared/ids";
+import { auditRow } from "../shared/audit-row";
 import { accessibleSiteIds, type Role } from "./access";
 import { tenantRole } from "./tenants";
 
@@ -49,7 +49,7 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
         createdBy: user.id,
       }).returning(),
       db.insert(siteMemberships).values({ siteId, userId: user.id, role: "owner" }),
-      db.insert(auditLogs).values(auditValues({
+      db.insert(auditLogs).values(auditRow({
         eventType: "site_created",
         description: `Site ${siteId} created`,
         userId: user.id,

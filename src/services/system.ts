@@ -1,7 +1,8 @@
 import { and, gte, inArray, isNull, ne, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../env";
 import { apiRequestLogs, auditLogs, devices, jobs, serviceVersions } from "../db/schema";
-import { auditValues, classify } from "./audit";
+import { auditRow } from "../shared/audit-row";
+import { classify } from "../shared/vocabulary";
 import pkg from "../../package.json";
 
 export const SERVICE_VERSION: string = pkg.version;
@@ -33,10 +34,10 @@ export function recordVersionOnce(db: Db): Promise<void> {
  */
 export async function recordVersion(db: Db, version: string = SERVICE_VERSION, components: string[] = COMPONENTS): Promise<boolean> {
   const unrecorded = sql`not exists (select 1 from service_versions as sv where sv.version = ${version})`;
-  const startup = auditValues({ eventType: "system_startup", description: `Fleet Edge ${version} started serving`, metadata: { version, components } });
+  const startup = auditRow({ eventType: "system_startup", description: `Fleet Edge ${version} started serving`, metadata: { version, components } });
   const shutdown = classify("system_shutdown");
   // `insert … select` names every audit column in table order (drizzle checks the order).
-  const auditRow = (eventType: string, category: string, severity: string, description: SQL, eventMetadata: SQL) => ({
+  const selectAuditRow = (eventType: string, category: string, severity: string, description: SQL, eventMetadata: SQL) => ({
     id: sql`null`.as("id"), eventType: sql`${eventType}`.as("event_type"), category: sql`${category}`.as("category"),
     severity: sql`${severity}`.as("severity"), description: description.as("description"),
     userId: sql`null`.as("user_id"), jobId: sql`null`.as("job_id"), deviceId: sql`null`.as("device_id"), siteId: sql`null`.as("site_id"),
@@ -44,12 +45,12 @@ export async function recordVersion(db: Db, version: string = SERVICE_VERSION, c
     sessionId: sql`null`.as("session_id"), createdAt: sql`strftime('%Y-%m-%dT%H:%M:%fZ','now')`.as("created_at"),
   });
   const [, , , inserted] = await db.batch([
-    db.insert(auditLogs).select(db.select(auditRow("system_shutdown", shutdown.category, shutdown.severity,
+    db.insert(auditLogs).select(db.select(selectAuditRow("system_shutdown", shutdown.category, shutdown.severity,
       sql`'Fleet Edge ' || ${serviceVersions.version} || ' superseded by ' || ${version}`,
       sql`json_object('version', ${serviceVersions.version}, 'reason', 'superseded', 'superseded_by', ${version})`))
       .from(serviceVersions)
       .where(and(ne(serviceVersions.version, version), isNull(serviceVersions.supersededAt), unrecorded))),
-    db.insert(auditLogs).select(db.select(auditRow("system_startup", startup.category!, startup.severity!,
+    db.insert(auditLogs).select(db.select(selectAuditRow("system_startup", startup.category!, startup.severity!,
       sql`${startup.description}`, sql`${JSON.stringify(startup.eventMetadata)}`))
       .from(sql`(select 1)`)
       .where(unrecorded)),

@@ -2,7 +2,7 @@ import { and, desc, eq } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
 import { tenantMemberships, tenants, users } from "../db/schema";
 import { conflict, isUniqueViolation, notFound } from "../lib/errors";
-import { newTenantId } from "../lib/ids";
+import { newTenantId } from "../shared/ids";
 import type { Role } from "./access";
 
 export async function tenantRole(db: Db, user: AuthUser, tenantId: string): Promise<Role | undefined> {

@@ -1,9 +1,9 @@
 import { SignJWT, jwtVerify } from "jose";
-import type { Config } from "../config";
+import type { AppConfig } from "../env";
 
 const ALGORITHM = "HS256";
 
-export async function issueAccessToken(config: Config, user: { id: number; email: string; isAdmin: boolean }) {
+export async function issueAccessToken(config: AppConfig, user: { id: number; email: string; isAdmin: boolean }) {
   const { secret, issuer, audience, lifetimeMinutes } = config.jwt;
   return new SignJWT({ email: user.email, is_admin: user.isAdmin })
     .setProtectedHeader({ alg: ALGORITHM, typ: "JWT" })
@@ -19,7 +19,7 @@ export async function issueAccessToken(config: Config, user: { id: number; email
  * Verifies signature (HS256 only — `alg: none` and every other algorithm are refused), expiry,
  * issuer and audience. Returns undefined for any invalid token; the caller answers 401.
  */
-export async function verifyAccessToken(config: Config, token: string): Promise<{ userId: number } | undefined> {
+export async function verifyAccessToken(config: AppConfig, token: string): Promise<{ userId: number } | undefined> {
   try {
     const { payload } = await jwtVerify(token, config.jwt.secret, {
       algorithms: [ALGORITHM],

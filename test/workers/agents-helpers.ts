@@ -2,7 +2,7 @@ import { expect } from "vitest";
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import type { SiteHub } from "../../durable-objects/site-hub";
-import type { AgentRow } from "../../durable-objects/agents";
+import type { AgentRow } from "../../durable-objects/agent-store";
 import { call } from "./helpers";
 import { registerDevice } from "./device-helpers";
 

@@ -348,7 +348,13 @@ describe("agents list", () => {
     expect(simItem.last_health_check.status).toMatch(/healthy|unhealthy/);
     expect(simItem.uptime).toEqual(expect.any(String));
     const realItem = mine.json.agents.find((a: { device_id: string }) => a.device_id === real.device_id);
-    expect(realItem).toMatchObject({ device_source: "real", status: "offline", state: "idle", last_health_check: null });
+    expect(realItem).toMatchObject({ device_source: "real", status: "offline", state: "idle", health_status: "unhealthy" });
+    // The list and the detail view of a real device come from the one real-device rule.
+    const realDetail = await call(`/api/v1/agents/${real.device_id}`, { token: owner.token });
+    const { checked_at: _listAt, ...listHealth } = realItem.last_health_check;
+    const { checked_at: _detailAt, ...detailHealth } = realDetail.json.last_health_check;
+    expect(listHealth).toEqual(detailHealth);
+    expect(listHealth).toMatchObject({ status: "unhealthy", error: "The device has not called in yet" });
 
     const legacy = await call(`/agents?site_id=${siteId}&device_type=TABLET`, { token: owner.token });
     expect(legacy.headers.get("Deprecation")).toBe("true");
@@ -410,7 +416,7 @@ describe("series", () => {
   });
 
   it("model: deterministic per device, busier at lunch than at night, incidents make it unhealthy", async () => {
-    const { healthAt, seedOf, loadAt, incidentAt, incidentsBetween } = await import("../../durable-objects/agents");
+    const { healthAt, seedOf, loadAt, incidentAt, incidentsBetween } = await import("../../durable-objects/agent-model");
     const agent = (id: string) => ({ device_id: id, device_type: "pos_terminal", seed: seedOf(id), boot_ms: Date.UTC(2026, 0, 1), created_ms: Date.UTC(2026, 0, 1), config_version: "1.0.0", state: "idle" as const, fault: null });
     const t = Date.UTC(2026, 2, 4, 12, 30);
     expect(healthAt(agent("POS-A"), t)).toEqual(healthAt(agent("POS-A"), t));

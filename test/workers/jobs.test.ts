@@ -60,7 +60,7 @@ describe("jobs: the lifecycle", () => {
     await finishSimulated(siteId);
     const done = await getJob(owner.token, jobId);
     expect(done.status).toBe("completed");
-    expect(done.result).toEqual({ total: 3, succeeded: 3, failed: 0, pending: 0 });
+    expect(done.result).toEqual({ total: 3, succeeded: 3, failed: 0, cancelled: 0, pending: 0 });
     expect(done.error_message).toBeNull();
     expect(done.completed_at).not.toBeNull();
     expect(done.counts).toEqual({ total: 3, succeeded: 3, failed: 0, pending: 0, cancelled: 0 });
@@ -109,7 +109,7 @@ describe("jobs: the lifecycle", () => {
     await finishSimulated(siteId);
 
     const job = await jobReaches(owner.token, jobId, "failed");
-    expect(job.result).toEqual({ total: 3, succeeded: 2, failed: 1, pending: 0 });
+    expect(job.result).toEqual({ total: 3, succeeded: 2, failed: 1, cancelled: 0, pending: 0 });
     expect(job.error_message).toBe(`1 of 3 devices failed: ${real.device_id}: network unreachable`);
     const execution = job.executions.find((e: { device_id: string }) => e.device_id === real.device_id);
     expect(execution).toMatchObject({ status: "failed", command_id: command.command_id, error_message: "network unreachable" });
@@ -139,7 +139,7 @@ describe("jobs: the lifecycle", () => {
     await runAlarm(siteId);
     const job = await getJob(owner.token, jobId);
     expect(job.status).toBe("timeout");
-    expect(job.result).toEqual({ total: 1, succeeded: 0, failed: 0, pending: 1 });
+    expect(job.result).toEqual({ total: 1, succeeded: 0, failed: 0, cancelled: 0, pending: 1 });
     expect(job.error_message).toBe("Timed out after 60 s: 1 of 1 devices had not reported");
     expect(job.executions[0].status).toBe("cancelled");
     const command = (await call(`/api/v1/commands/${commandId}`, { token: owner.token })).json;
@@ -161,7 +161,7 @@ describe("jobs: the lifecycle", () => {
     expect((await call(`/api/v1/jobs/${jobId}/cancel`, { method: "POST", token: viewer.token })).status).toBe(403);
     const cancelled = await call(`/api/v1/jobs/${jobId}/cancel`, { method: "POST", token: owner.token });
     expect(cancelled.status, cancelled.text).toBe(200);
-    expect(cancelled.json).toMatchObject({ status: "cancelled", error_message: `Cancelled by ${owner.email}`, result: { total: 2, succeeded: 0, failed: 0, pending: 2 } });
+    expect(cancelled.json).toMatchObject({ status: "cancelled", error_message: `Cancelled by ${owner.email}`, result: { total: 2, succeeded: 0, failed: 0, cancelled: 0, pending: 2 } });
     expect(cancelled.json.counts).toMatchObject({ total: 2, cancelled: 2 });
     for (const e of cancelled.json.executions) {
       expect(e.status).toBe("cancelled");
@@ -204,7 +204,7 @@ describe("jobs: the lifecycle", () => {
     const { owner, siteId } = await simulatedSite(1);
     const jobId = (await createJob(owner.token, siteId, { action: "ping", device_type: "kiosk" })).json.job_id;
     const job = await jobReaches(owner.token, jobId, "completed");
-    expect(job.result).toEqual({ total: 0, succeeded: 0, failed: 0, pending: 0, message: "No devices matched the job's targets" });
+    expect(job.result).toEqual({ total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0, message: "No devices matched the job's targets" });
     expect(job.segment).toBe("kiosks");
     expect(job.executions).toEqual([]);
     expect(job.started_at).not.toBeNull();
@@ -233,7 +233,7 @@ describe("jobs: the cron safety net", () => {
     expect(sent.executions.map((e: { device_id: string }) => e.device_id).sort()).toEqual(sims.map((s) => s.device_id).sort());
     await finishSimulated(siteId);
     const done = await jobReaches(owner.token, jobId, "completed");
-    expect(done.result).toEqual({ total: 2, succeeded: 2, failed: 0, pending: 0 });
+    expect(done.result).toEqual({ total: 2, succeeded: 2, failed: 0, cancelled: 0, pending: 0 });
 
     await runCron();
     expect((await auditOfType(siteId, "job_started")).filter((a) => a.jobId === jobId)).toHaveLength(1);

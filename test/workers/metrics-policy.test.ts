@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_POLICY, decide, policyFromEnv, type StoredState } from "../../durable-objects/metrics";
+import { decide, type StoredState } from "../../durable-objects/metrics";
+import { readConfig } from "../../src/shared/config";
+
+const DEFAULT_POLICY = readConfig({}).metrics;
 
 const state = (over: Partial<StoredState> = {}): StoredState => ({
   stored_at_ms: 0, cpu: 40, memory: 50, disk: 60, latency: 20, error_rate: 0.01, boot_id: "b1", uptime_s: 1000, restart_seen: 0, ...over,
@@ -39,7 +42,7 @@ describe("metrics delta rules", () => {
   });
 
   it("reads thresholds from configuration", () => {
-    const policy = policyFromEnv({ METRICS_SNAPSHOT_INTERVAL_S: "60", METRICS_CHANGE_THRESHOLD_PERCENT: "10" });
+    const policy = readConfig({ METRICS_SNAPSHOT_INTERVAL_S: "60", METRICS_CHANGE_THRESHOLD_PERCENT: "10" }).metrics;
     expect(policy.snapshotIntervalMs).toBe(60_000);
     expect(decide(state(), { ...sample, cpu_usage: 43 }, 1, policy)).toBe("unchanged");
     expect(decide(state(), { ...sample, cpu_usage: 44.5 }, 1, policy)).toBe("changed");

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { createApp } from "../../src/app";
-import { loadConfig } from "../../src/config";
+import { readConfig } from "../../src/shared/config";
 import { isLoggedPath } from "../../src/middleware/request-log";
 import { call, db, eventually, signup, unique } from "./helpers";
 
@@ -90,7 +90,7 @@ describe("request log", () => {
 describe("configuration and path filter", () => {
   it("reads the REQUEST_LOG_ENABLED switch", () => {
     for (const [value, expected] of [["true", true], ["1", true], ["false", false], ["0", false], ["off", false], ["no", false], [undefined, true], ["", true]] as const) {
-      expect(loadConfig({ ...env, REQUEST_LOG_ENABLED: value }).requestLogEnabled, String(value)).toBe(expected);
+      expect(readConfig({ ...env, REQUEST_LOG_ENABLED: value }).requestLogEnabled, String(value)).toBe(expected);
     }
   });
 

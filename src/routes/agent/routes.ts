@@ -1,28 +1,17 @@
-import { bodyLimit } from "hono/body-limit";
 import type { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { ApiError, tooManyRequests } from "../../lib/errors";
-import { normaliseTimestamp } from "../../lib/time";
+import { tooManyRequests } from "../../lib/errors";
+import { normaliseTimestamp } from "../../shared/time";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { ensureOwnDevice, recordDeviceDna } from "../../services/devices";
-import { siteHub } from "../../services/live";
-import type { Env } from "../../env";
-import type { HeartbeatResult } from "../../../durable-objects/site-hub";
-import type { RateLimited } from "../../../durable-objects/rate-limit";
-import type { StoreReason } from "../../../durable-objects/metrics";
-import { admitThroughHub, type DeviceCredential } from "../../services/device-auth";
+import { siteHub } from "../../hub/client";
+import type { DeviceCredential, Env } from "../../env";
+import { admitThroughHub } from "../../services/device-auth";
+import { deviceBodyLimit } from "../../middleware/body-limits";
 import { deviceAuthTiming } from "../../middleware/auth";
 import * as s from "./schema";
 
-type StoreDecision = { stored: boolean; reason: StoreReason };
-
 const TAGS = ["Device calls"];
-const DEVICE_BODY_LIMIT = 64 * 1024;
-
-const deviceBodyLimit = bodyLimit({
-  maxSize: DEVICE_BODY_LIMIT,
-  onError: () => { throw new ApiError(413, "Request body too large (limit 64 KB on device calls)"); },
-});
 
 const telemetryRoute = (path: string, deprecated: true | undefined, summary: string) =>
   apiRoute({
@@ -56,8 +45,8 @@ export function agentRoutes({ legacy }: { legacy: boolean }) {
       const body = c.req.valid("json");
       await refuseForeignDevice(c.env, credential, [body.device_id]);
       const started = performance.now();
-      const { value: result, usedBcrypt } = await admitThroughHub<HeartbeatResult | RateLimited>(c.env, credential, async (keyDigest) =>
-        await siteHub(c.env, credential.siteId).heartbeat(credential.siteId, keyDigest, {
+      const { value: result, usedBcrypt } = await admitThroughHub(c.env, credential, async (keyDigest) =>
+        await siteHub(c.env, credential.siteId).heartbeat(keyDigest, {
           deviceId: credential.deviceId,
           reportedStatus: body.status === "error" || body.status === "unhealthy" ? "error" : undefined,
           intervalS: body.heartbeat_interval_s,
@@ -116,7 +105,7 @@ export function deviceMetricsRoutes() {
 async function refuseForeignDevice(env: Env, credential: DeviceCredential, claimed: (string | undefined)[]) {
   if (claimed.every((id) => id === undefined || id === credential.deviceId)) return;
   await admitThroughHub(env, credential, async (keyDigest) => {
-    const admission = await siteHub(env, credential.siteId).admitDevice(credential.siteId, credential.deviceId, keyDigest);
+    const admission = await siteHub(env, credential.siteId).admitDevice(credential.deviceId, keyDigest);
     return admission.result === "ok" ? admission : { notAdmitted: admission };
   });
   ensureOwnDevice(credential.deviceId, claimed.find((id) => id !== undefined && id !== credential.deviceId));
@@ -126,9 +115,8 @@ async function ingestTelemetry(env: Env, credential: DeviceCredential, input: Te
   const samples = Array.isArray(input) ? input : [input];
   await refuseForeignDevice(env, credential, samples.map((sample) => sample.device_id));
   const started = performance.now();
-  const { value: results, usedBcrypt } = await admitThroughHub<StoreDecision[] | RateLimited>(env, credential, async (keyDigest) =>
+  const { value: results, usedBcrypt } = await admitThroughHub(env, credential, async (keyDigest) =>
     await siteHub(env, credential.siteId).telemetry(
-      credential.siteId,
       keyDigest,
       credential.deviceId,
       samples.map(({ device_id: _d, site_id: _s, ...sample }) => ({ ...sample, timestamp: sample.timestamp ? normaliseTimestamp(sample.timestamp) : undefined })),

@@ -1,3 +1,5 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../../env";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { authorizeDevice } from "../../services/devices";
@@ -43,7 +45,7 @@ export function agentsRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { device_id } = c.req.valid("param");
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "viewer", c.req.raw);
-      return c.json(await agentDetail(c.env, device) as never, 200);
+      return c.json(s.AgentDetail.parse(await agentDetail(c.env, device)), 200);
     },
   );
 
@@ -63,7 +65,7 @@ export function agentsRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { device_id } = c.req.valid("param");
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
-      return c.json(await pushToAgent(c.env, c.var.db, c.var.user!, device, c.req.valid("json"), c.req.raw) as never, 200);
+      return c.json(s.PushResponse.parse(await pushToAgent(c.env, c.var.db, c.var.user!, device, c.req.valid("json"), c.req.raw)), 200);
     },
   );
 
@@ -75,30 +77,29 @@ export function agentsRoutes({ legacy }: { legacy: boolean }) {
       errors: [403, 404, 409],
     });
 
-  const series = (kind: "metrics" | "transactions" | "errors") => async (c: any) => {
-    const { device_id } = c.req.valid("param");
-    const { period } = c.req.valid("query");
-    const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "viewer", c.req.raw);
-    return c.json(await agentSeries(c.env, c.var.db, device, kind, parsePeriod(period)!), 200);
+  /** The caller's device and period, checked: what every series handler starts from. */
+  const seriesOf = async (c: Context<AppEnv>, deviceId: string, period: string, kind: "metrics" | "transactions" | "errors") => {
+    const { device } = await authorizeDevice(c.var.db, c.var.user!, deviceId, "viewer", c.req.raw);
+    return agentSeries(c.env, c.var.db, device, kind, parsePeriod(period)!);
   };
 
   app.openapi(
     seriesRoute("metrics", "Metrics series of an agent",
       "CPU, memory, disk, temperature, latency and error rate per bucket from the device's stored metrics history (delta storage in its site's hub: first sample after a restart, a snapshot every 5 minutes, any change beyond 5 %). Every bucket of the window is listed; empty ones have `samples: 0` and nulls.",
       s.MetricsSeries),
-    series("metrics"),
+    async (c) => c.json(s.MetricsSeries.parse(await seriesOf(c, c.req.valid("param").device_id, c.req.valid("query").period, "metrics")), 200),
   );
   app.openapi(
     seriesRoute("transactions", "Transactions series of an agent",
       "Transactions per bucket, from the cumulative `transaction_count` in the stored metrics history (a drop in the counter — midnight, reinstall — counts from zero). `transactions_today` is the latest stored counter.",
       s.TransactionsSeries),
-    series("transactions"),
+    async (c) => c.json(s.TransactionsSeries.parse(await seriesOf(c, c.req.valid("param").device_id, c.req.valid("query").period, "transactions")), 200),
   );
   app.openapi(
     seriesRoute("errors", "Errors series of an agent",
       "Error events per bucket with the average reported error rate. Simulated agents: failed updates and incidents from the agent's log; real devices: the error states they reported (device state history). `recent` lists the latest error events, newest first.",
       s.ErrorsSeries),
-    series("errors"),
+    async (c) => c.json(s.ErrorsSeries.parse(await seriesOf(c, c.req.valid("param").device_id, c.req.valid("query").period, "errors")), 200),
   );
 
   return app;

@@ -1,42 +1,12 @@
 import { z } from "@hono/zod-openapi";
-import { AGENT_STATES, DIAGNOSTIC_COMPONENTS, PUSH_ACTIONS } from "../../../durable-objects/agents";
+import { DIAGNOSTIC_COMPONENTS, PUSH_ACTIONS } from "../../shared/vocabulary";
+import { AgentStateSchema, HealthRecordSchema, LiveMetricsSchema } from "../../shared/hub-contract";
 import { AGENT_STATUS_FILTERS, parsePeriod } from "../../services/agents";
 import { SiteIdSchema } from "../sites/schema";
 
-const SERVICE = z.enum(["running", "connected", "online", "error", "disconnected", "offline"]);
+export { HealthRecordSchema };
 
-/** The specification's Device health record; a real device's may be partial (it reports what it reports). */
-export const HealthRecordSchema = z
-  .object({
-    status: z.enum(["healthy", "unhealthy"]),
-    config_version: z.string().optional(),
-    last_restart: z.string().optional(),
-    response_time_ms: z.number().int().optional(),
-    device_info: z.object({
-      model: z.string().optional(),
-      firmware: z.string().optional(),
-      os: z.string().optional(),
-      memory_mb: z.number().optional(),
-      storage_gb: z.number().optional(),
-      uptime_hours: z.number().optional(),
-    }).optional(),
-    services: z.object({ pos_app: SERVICE.optional(), payment_gateway: SERVICE.optional(), database: SERVICE.optional(), network: SERVICE.optional() }).optional(),
-    metrics: z.object({
-      cpu_usage_percent: z.number().optional(),
-      memory_usage_percent: z.number().optional(),
-      disk_usage_percent: z.number().optional(),
-      transactions_today: z.number().optional(),
-      uptime_seconds: z.number().optional(),
-      temperature_celsius: z.number().optional(),
-      network_latency_ms: z.number().optional(),
-      error_rate: z.number().optional(),
-    }).optional(),
-    error: z.string().optional().openapi({ description: "Present when unhealthy" }),
-    checked_at: z.string(),
-  })
-  .openapi("DeviceHealthRecord", { description: "A simulated agent's record carries every field; a real device's only what it reported (latest telemetry, presence, DNA)." });
-
-const STATE = z.enum(AGENT_STATES).openapi({ description: "Agent lifecycle state (lower-case)" });
+const STATE = AgentStateSchema;
 
 export const AgentListItem = z
   .object({
@@ -87,15 +57,7 @@ export const AgentDetail = z
     uptime_seconds: z.number().int().nullable(),
     version: z.string().nullable().openapi({ description: "Firmware version" }),
     last_heartbeat: z.string().nullable(),
-    health_metrics: z.object({
-      cpu_usage: z.number().nullable(),
-      memory_usage: z.number().nullable(),
-      disk_usage: z.number().nullable(),
-      temperature: z.number().nullable(),
-      uptime: z.number().nullable(),
-      network_latency: z.number().nullable(),
-      transaction_count: z.number().nullable(),
-    }).partial().nullable(),
+    health_metrics: LiveMetricsSchema.partial().nullable(),
     configuration: z.record(z.string(), z.unknown()).nullable(),
     simulation: z.object({ seed: z.number().int(), failure_rate: z.number(), updates: z.number().int(), boot_count: z.number().int() }).nullable()
       .openapi({ description: "Simulated agents: the per-device seed of the health model and the update failure rate" }),
@@ -244,7 +206,7 @@ export const DiagnosticsBody = z
     force_check: z.boolean().optional(),
     diagnostic_mode: z.enum(["quick", "standard", "comprehensive"]).optional(),
     include_logs: z.boolean().optional(),
-    test_components: z.array(z.enum(DIAGNOSTIC_COMPONENTS as [string, ...string[]])).max(4).optional()
+    test_components: z.array(z.enum(DIAGNOSTIC_COMPONENTS)).max(4).optional()
       .openapi({ description: "Default: all of payment, printer, display, network" }),
   })
   .openapi("DiagnosticsRequest");

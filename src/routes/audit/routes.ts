@@ -3,11 +3,12 @@ import { and, gte, eq, sql } from "drizzle-orm";
 import { apiRequestLogs } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { forbidden, notFound, unprocessable } from "../../lib/errors";
-import { parseDuration } from "../../lib/time";
+import { parseDuration } from "../../shared/time";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { accessibleSiteIds, authorizeSite } from "../../services/access";
 import { findDevice } from "../../services/devices";
-import { CATEGORIES, auditStatistics, classify, listAuditEvents, recordAudit, type AuditRow } from "../../services/audit";
+import { auditStatistics, listAuditEvents, recordAudit, type AuditRow } from "../../services/audit";
+import { CATEGORIES, classify } from "../../shared/vocabulary";
 
 const TAGS = ["Audit"];
 const SEVERITIES = ["info", "warning", "error", "critical"] as const;

@@ -1,8 +1,8 @@
-import { bodyLimit } from "hono/body-limit";
 import type { Context } from "hono";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { ApiError, unprocessable } from "../../lib/errors";
+import { unprocessable } from "../../lib/errors";
 import { deprecatedPath } from "../../middleware/deprecation";
+import { deviceBodyLimit } from "../../middleware/body-limits";
 import type { AppEnv } from "../../env";
 import { ensureOwnDevice } from "../../services/devices";
 import {
@@ -11,12 +11,6 @@ import {
 import * as s from "./schema";
 
 const TAGS = ["Commands"];
-const DEVICE_BODY_LIMIT = 64 * 1024;
-
-const deviceBodyLimit = bodyLimit({
-  maxSize: DEVICE_BODY_LIMIT,
-  onError: () => { throw new ApiError(413, "Request body too large (limit 64 KB on device calls)"); },
-});
 
 const LEASE_NOTE = "Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires.";
 

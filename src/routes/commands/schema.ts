@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { COMMAND_STATUSES, DEFAULT_TTL_S, MAX_TTL_S, MAX_WAIT_S, normaliseCommandType } from "../../../durable-objects/commands";
+import { COMMAND_STATUSES, DEFAULT_COMMAND_TTL_S as DEFAULT_TTL_S, MAX_COMMAND_TTL_S as MAX_TTL_S, MAX_POLL_WAIT_S as MAX_WAIT_S, normaliseCommandType } from "../../shared/vocabulary";
+import { AckBodySchema, CommandRecordSchema } from "../../shared/hub-contract";
 import { DeviceIdSchema } from "../devices/schema";
 
 const MAX_PAYLOAD_BYTES = 32 * 1024;
@@ -12,25 +13,8 @@ export const CommandParams = z.object({
 export const DeviceParams = z.object({ device_id: DeviceIdSchema.openapi({ param: { name: "device_id", in: "path" }, example: "POS-001" }) });
 export const DeviceCommandParams = DeviceParams.merge(CommandParams);
 
-export const CommandSchema = z
-  .object({
-    command_id: z.string().openapi({ description: "UUIDv4; a redelivered command keeps its id, so devices dedupe on it" }),
-    device_id: z.string(),
-    site_id: z.string(),
-    command_type: z.string().openapi({ example: "restart" }),
-    payload: z.record(z.string(), z.unknown()),
-    status: z.enum(COMMAND_STATUSES),
-    attempts: z.number().int().openapi({ description: "How many times it was delivered" }),
-    created_at: z.string(),
-    delivered_at: z.string().nullable().openapi({ description: "The latest delivery" }),
-    acknowledged_at: z.string().nullable(),
-    completed_at: z.string().nullable().openapi({ description: "When it reached its final state (completed, failed, expired or cancelled)" }),
-    expires_at: z.string(),
-    result: z.unknown().openapi({ description: "What the device reported (any JSON), null until then" }),
-    error_message: z.string().nullable(),
-    created_by: z.string().nullable(),
-  })
-  .openapi("Command");
+/** The command record is the hub contract's: the API shows exactly what the hub keeps. */
+export const CommandSchema = CommandRecordSchema;
 
 export const QueueCommandBody = z
   .object({
@@ -70,9 +54,7 @@ export const PollQuery = z.object({
 
 export const PendingCommands = z.object({ commands: z.array(CommandSchema) }).openapi("PendingCommands");
 
-export const AckResponse = z
-  .object({ message: z.string(), command_id: z.string(), acknowledged_at: z.string().nullable() })
-  .openapi("CommandAck");
+export const AckResponse = AckBodySchema;
 
 export const StatusBody = z
   .object({

@@ -29,7 +29,7 @@ export function deviceHealthRoutes({ legacy }: { legacy: boolean }) {
       const { device_id } = c.req.valid("param");
       const body = c.req.header("Content-Type")?.includes("application/json") ? c.req.valid("json") : {};
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
-      return c.json(await restartDevice(c.env, c.var.db, c.var.user!, device, body?.reason, c.req.raw) as never, 200);
+      return c.json(s.RestartResponse.parse(await restartDevice(c.env, c.var.db, c.var.user!, device, body?.reason, c.req.raw)), 200);
     },
   );
 
@@ -45,7 +45,7 @@ export function deviceHealthRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { device_id } = c.req.valid("param");
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "viewer", c.req.raw);
-      return c.json(await deviceHealth(c.env, device) as never, 200);
+      return c.json(s.DeviceHealthResponse.parse(await deviceHealth(c.env, device)), 200);
     },
   );
 
@@ -65,9 +65,7 @@ export function deviceHealthRoutes({ legacy }: { legacy: boolean }) {
       const { device_id } = c.req.valid("param");
       const body = c.req.header("Content-Type")?.includes("application/json") ? c.req.valid("json") : {};
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
-      return c.json(await runDiagnostics(c.env, c.var.db, c.var.user!, device, {
-        ...body, test_components: body?.test_components as ("payment" | "printer" | "display" | "network")[] | undefined,
-      }, c.req.raw) as never, 200);
+      return c.json(s.DiagnosticsResponse.parse(await runDiagnostics(c.env, c.var.db, c.var.user!, device, body ?? {}, c.req.raw)), 200);
     },
   );
 

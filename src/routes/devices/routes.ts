@@ -103,7 +103,7 @@ export function deviceRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { device_id } = c.req.valid("param");
       const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
-      const row = await updateDevice(c.var.db, c.var.user!, device, c.req.valid("json"), c.req.raw);
+      const row = await updateDevice(c.env, c.var.db, c.var.user!, device, c.req.valid("json"), c.req.raw);
       return c.json(await detailOf(c.var.db, row), 200);
     },
   );

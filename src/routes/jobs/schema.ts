@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { DEFAULT_DEADLINE_S } from "../../../durable-objects/jobs";
+import { DEFAULT_JOB_DEADLINE_S as DEFAULT_DEADLINE_S } from "../../shared/vocabulary";
+import { JobCountsSchema } from "../../shared/hub-contract";
 import { DeviceIdSchema } from "../devices/schema";
 import { SiteIdSchema } from "../sites/schema";
 import type { ExecutionRow, JobRow } from "../../services/jobs";
@@ -70,9 +71,8 @@ export const ExecutionSchema = z
   })
   .openapi("JobExecution");
 
-export const JobCountsSchema = z
-  .object({ total: z.number().int(), succeeded: z.number().int(), failed: z.number().int(), pending: z.number().int(), cancelled: z.number().int() })
-  .openapi("JobCounts");
+/** Counted by the one rule in src/shared/vocabulary.ts (`countTargets`), the same the hub finishes jobs by. */
+export { JobCountsSchema };
 
 export const JobDetail = JobSchema.extend({ counts: JobCountsSchema, executions: z.array(ExecutionSchema) }).openapi("JobDetail");
 

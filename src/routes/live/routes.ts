@@ -6,7 +6,7 @@ import { unprocessable } from "../../lib/errors";
 import { requireUser } from "../../middleware/auth";
 import { authorizeSite } from "../../services/access";
 import { channelState, consumeWsTicket, createWsTicket, subscribe } from "../../services/live-subscriptions";
-import { parseSince } from "../../../durable-objects/live-socket";
+import { parseSince } from "../../shared/time";
 import { SiteParams } from "../sites/schema";
 
 const TAGS = ["Live"];
@@ -80,8 +80,8 @@ export function liveRoutes() {
       request: { params: SiteParams, query: SubscribeQuery },
       responses: {
         101: {
-          description: "Switching Protocols: the WebSocket. Each message the server sends is one `LiveEvent` as JSON text (the schema below describes a message, not an HTTP body).",
-          content: { "application/json": { schema: LiveEventSchema } },
+          description: "Switching Protocols: the WebSocket. Each message the server sends is one `LiveEvent` as JSON text (the schema below describes a message, not an HTTP body, hence its media type).",
+          content: { "application/x-websocket-message": { schema: LiveEventSchema } },
         },
         200: jsonResponse(ChannelState, "No upgrade requested: the channel's position"),
       },
@@ -93,7 +93,7 @@ export function liveRoutes() {
       await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
       const upgrade = c.req.header("Upgrade");
       if (upgrade?.toLowerCase() !== "websocket") return c.json(await channelState(c.env, site_id), 200);
-      return (await subscribe(c.env, site_id, c.var.user!, "ws", since, upgrade)) as never;
+      return subscribe(c.env, site_id, c.var.user!, "ws", since, upgrade);
     },
   );
 
@@ -117,7 +117,7 @@ export function liveRoutes() {
       if (header !== undefined && header.trim() !== "" && lastEventId === undefined) {
         throw unprocessable([{ loc: ["header", "Last-Event-ID"], msg: "Last-Event-ID must be a non-negative integer (an event seq)", type: "value_error" }]);
       }
-      return (await subscribe(c.env, site_id, c.var.user!, "events", since ?? lastEventId)) as never;
+      return subscribe(c.env, site_id, c.var.user!, "events", since ?? lastEventId);
     },
   );
 

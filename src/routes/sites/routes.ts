@@ -2,7 +2,7 @@ import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { deprecatedPath } from "../../middleware/deprecation";
 import { authorizeSite } from "../../services/access";
 import { createSite, listSites } from "../../services/sites";
-import { siteHub } from "../../services/live";
+import { siteHub } from "../../hub/client";
 import * as s from "./schema";
 
 const TAGS = ["Sites"];
@@ -90,7 +90,7 @@ export function siteRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { site_id } = c.req.valid("param");
       await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
-      return c.json(await siteHub(c.env, site_id).siteHealth(site_id), 200);
+      return c.json(await siteHub(c.env, site_id).siteHealth(), 200);
     },
   );
 

@@ -1,14 +1,8 @@
-export interface SiteHealthDevice {
-  device_id: string;
-  name: string;
-  type: string;
-  status: string;
-  ip_address: string | null;
-  last_seen: string | null;
-}
+import type { SiteHealth, SiteHealthDevice } from "../src/shared/hub-contract";
+import { iso } from "../src/shared/time";
 
-/** Summarises device statuses into the specification's Site health object. */
-export function summariseSiteHealth(siteId: string, list: SiteHealthDevice[], now = new Date()) {
+/** Summarises device statuses into a site's health: counts, percentage healthy and a one-line summary. */
+export function summariseSiteHealth(siteId: string, list: SiteHealthDevice[], now: number): SiteHealth {
   const count = (...statuses: string[]) => list.filter((d) => statuses.includes(d.status)).length;
   const healthy = count("online", "healthy");
   const offline = count("offline");
@@ -28,6 +22,6 @@ export function summariseSiteHealth(siteId: string, list: SiteHealthDevice[], no
     health_percentage: percentage,
     status_summary: summary,
     devices: list,
-    last_updated: now.toISOString(),
+    last_updated: iso(now),
   };
 }

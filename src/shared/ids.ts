@@ -42,3 +42,16 @@ export function sameDigest(a: string, b: string): boolean {
   const y = new TextEncoder().encode(b);
   return x.byteLength === y.byteLength && crypto.subtle.timingSafeEqual(x, y);
 }
+
+/** FNV-1a of a string: a stable 32-bit seed (simulated agents and commands derive their randomness from it). */
+export function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h >>> 0;
+}
+
+/** JSON with sorted keys, so equal values compare equal whatever their key order. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_k, v) =>
+    v && typeof v === "object" && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v);
+}

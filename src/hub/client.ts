@@ -1,0 +1,172 @@
+/**
+ * The Worker's only way into a site's hub. Every method names its site, calls the SiteHub over RPC
+ * and parses the reply against the shared contract where it comes back, so a hub that drifts from
+ * the contract fails loudly at the boundary instead of leaking an unchecked shape into a response.
+ * Refusals (`Outcome` errors) become the API's errors in one place: `unwrap`.
+ */
+import type { z } from "@hono/zod-openapi";
+import type { Env } from "../env";
+import { ApiError } from "../lib/errors";
+import * as contract from "../shared/hub-contract";
+import type {
+  AgentDevice, CommandReport, JobSpec, Outcome, PushInput, QueueInput, Sample, SeriesRequest, Sighting, Subscriber,
+} from "../shared/hub-contract";
+import type { CommandStatus, DiagnosticComponent } from "../shared/vocabulary";
+
+/** A hub refusal as the API's error; Retry-After travels with a 429. */
+export function unwrap<T>(outcome: Outcome<T>): T {
+  if (outcome.ok) return outcome.value;
+  const { status, detail, retryAfterS } = outcome.error;
+  if (status === 422) throw new ApiError(422, [{ loc: ["body"], msg: detail, type: "value_error" }]);
+  throw new ApiError(status, detail, retryAfterS ? { "Retry-After": String(retryAfterS) } : {});
+}
+
+const parse = <S extends z.ZodType>(schema: S, reply: unknown): z.infer<S> => schema.parse(reply);
+
+export class SiteHubClient {
+  private readonly stub;
+
+  constructor(env: Env, readonly siteId: string) {
+    this.stub = env.SITE_HUB.get(env.SITE_HUB.idFromName(siteId));
+  }
+
+  // ---- service ----------------------------------------------------------------------------------
+
+  async ping() {
+    return parse(contract.PingSchema, await this.stub.ping());
+  }
+
+  // ---- device calls -----------------------------------------------------------------------------
+
+  async admitDevice(deviceId: string, keyDigest: string) {
+    return parse(contract.AdmissionSchema, await this.stub.admitDevice(this.siteId, deviceId, keyDigest));
+  }
+
+  async confirmDeviceKey(deviceId: string, keyDigest: string, bcryptHash: string) {
+    return parse(contract.AdmissionSchema, await this.stub.confirmDeviceKey(this.siteId, deviceId, keyDigest, bcryptHash));
+  }
+
+  /** The device's key, lifecycle or settings changed in D1: the hub re-reads them on its next call. */
+  async deviceChanged(deviceId: string) {
+    await this.stub.deviceChanged(this.siteId, deviceId);
+  }
+
+  async heartbeat(keyDigest: string, sighting: Sighting) {
+    return parse(contract.HeartbeatReplySchema, await this.stub.heartbeat(this.siteId, keyDigest, sighting));
+  }
+
+  async telemetry(keyDigest: string, deviceId: string, samples: Sample[]) {
+    return parse(contract.TelemetryReplySchema, await this.stub.telemetry(this.siteId, keyDigest, deviceId, samples));
+  }
+
+  /** A device left the site's live state (suspended, retired or deleted). */
+  async forgetDevice(deviceId: string) {
+    await this.stub.forgetDevice(this.siteId, deviceId);
+  }
+
+  async siteHealth() {
+    return parse(contract.SiteHealthSchema, await this.stub.siteHealth(this.siteId));
+  }
+
+  // ---- commands and jobs ------------------------------------------------------------------------
+
+  async queueCommand(input: QueueInput) {
+    return unwrap(parse(contract.outcomeOf(contract.QueuedCommandSchema), await this.stub.queueCommand(this.siteId, input)));
+  }
+
+  async pollCommands(deviceId: string, waitS: number) {
+    return unwrap(parse(contract.outcomeOf(contract.CommandRecordSchema.array()), await this.stub.pollCommands(this.siteId, deviceId, waitS)));
+  }
+
+  async ackCommand(deviceId: string, commandId: string) {
+    return unwrap(parse(contract.outcomeOf(contract.AckBodySchema), await this.stub.ackCommand(this.siteId, deviceId, commandId)));
+  }
+
+  async reportCommand(deviceId: string, commandId: string, report: CommandReport) {
+    return unwrap(parse(contract.outcomeOf(contract.CommandRecordSchema), await this.stub.reportCommand(this.siteId, deviceId, commandId, report)));
+  }
+
+  async getCommand(commandId: string) {
+    return parse(contract.CommandRecordSchema.nullable(), await this.stub.getCommand(this.siteId, commandId));
+  }
+
+  async listCommands(deviceId: string, query: { status?: CommandStatus; limit: number; offset: number }) {
+    return parse(contract.CommandPageSchema, await this.stub.listCommands(this.siteId, deviceId, query));
+  }
+
+  async cancelCommand(commandId: string, by: { userId: number | null; reason: string }) {
+    return unwrap(parse(contract.outcomeOf(contract.CommandRecordSchema), await this.stub.cancelCommand(this.siteId, commandId, by)));
+  }
+
+  /** The cron's safety net: applies lapsed leases, passed TTLs and due simulated results now. */
+  async sweepCommands() {
+    await this.stub.sweepCommands(this.siteId);
+  }
+
+  async scheduleJob(spec: JobSpec) {
+    await this.stub.scheduleJob(this.siteId, spec);
+  }
+
+  async driveJob(jobId: string) {
+    return parse(contract.JobStatusSchema.nullable(), await this.stub.driveJob(this.siteId, jobId));
+  }
+
+  async cancelJob(jobId: string, by: { userId: number | null; name: string }) {
+    return unwrap(parse(contract.outcomeOf(contract.JobStatusSchema), await this.stub.cancelJob(this.siteId, jobId, by)));
+  }
+
+  // ---- agents -----------------------------------------------------------------------------------
+
+  async agent(device: AgentDevice) {
+    return parse(contract.AgentSnapshotSchema, await this.stub.agent(this.siteId, device));
+  }
+
+  async agentHealth(device: AgentDevice) {
+    return parse(contract.AgentHealthReplySchema, await this.stub.agentHealth(this.siteId, device));
+  }
+
+  async agentDiagnostics(device: AgentDevice, input: { components: DiagnosticComponent[]; includeLogs: boolean; mode: string }) {
+    return parse(contract.DiagnosticsReplySchema, await this.stub.agentDiagnostics(this.siteId, device, input));
+  }
+
+  async restartAgent(device: AgentDevice, reason: string | null) {
+    return parse(contract.RestartReplySchema, await this.stub.restartAgent(this.siteId, device, reason));
+  }
+
+  async pushToAgent(device: AgentDevice, push: PushInput, requestedBy: string | null) {
+    return unwrap(parse(contract.outcomeOf(contract.PushResultSchema), await this.stub.pushToAgent(this.siteId, device, push, requestedBy)));
+  }
+
+  async agentSeries(device: AgentDevice, request: SeriesRequest) {
+    return parse(contract.SeriesReplySchema, await this.stub.agentSeries(this.siteId, device, request));
+  }
+
+  // ---- live channel -----------------------------------------------------------------------------
+
+  async publish(type: string, data: unknown) {
+    return parse(contract.LiveEventSchema, await this.stub.publish(this.siteId, type, data));
+  }
+
+  async channelHead() {
+    return parse(contract.ChannelHeadSchema, await this.stub.liveHead(this.siteId));
+  }
+
+  async subscribers() {
+    return parse(contract.SubscribersSchema, await this.stub.subscribers(this.siteId));
+  }
+
+  /**
+   * Hands an authorised subscription to the hub: `ws` (the request must carry the WebSocket upgrade)
+   * or `events` (server-sent events). The hub replays from `since` and then streams.
+   */
+  async subscribe(channel: "ws" | "events", subscriber: Omit<Subscriber, "channel">, since: number | undefined, upgrade?: string): Promise<Response> {
+    const url = new URL(`https://site-hub.internal/${channel}`);
+    url.searchParams.set("site_id", this.siteId);
+    if (since !== undefined) url.searchParams.set("since", String(since));
+    const headers = new Headers({ [contract.SUBSCRIBER_HEADER]: JSON.stringify(subscriber) });
+    if (upgrade) headers.set("Upgrade", upgrade);
+    return this.stub.fetch(new Request(url, { headers }));
+  }
+}
+
+export const siteHub = (env: Env, siteId: string) => new SiteHubClient(env, siteId);
