@@ -16,7 +16,7 @@ import { docsRoutes } from "./routes/docs/routes";
 import { intentClaimRoutes, siteIntentRoutes } from "./routes/intents/routes";
 import { deviceRoutes, siteDeviceRoutes } from "./routes/devices/routes";
 import { siteEnrolmentRoutes } from "./routes/devices/site-routes";
-import { agentRoutes, deviceMetricsRoutes } from "./routes/agent/routes";
+import { agentRoutes, deviceMetricsRoutes } from "./routes/device-calls/routes";
 import { agentsRoutes } from "./routes/agents/routes";
 import { deviceHealthRoutes } from "./routes/device-health/routes";
 import { liveRoutes } from "./routes/live/routes";
