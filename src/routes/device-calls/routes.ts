@@ -3,7 +3,6 @@ import type { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { ApiError, tooManyRequests } from "../../lib/errors";
 import { normaliseTimestamp } from "../../lib/time";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { ensureOwnDevice, recordDeviceDna } from "../../services/devices";
 import { siteHub } from "../../services/live";
 import type { Env } from "../../env";
@@ -13,6 +12,7 @@ import type { StoreReason } from "../../../durable-objects/metrics";
 import { admitThroughHub, type DeviceCredential } from "../../services/device-auth";
 import { deviceAuthTiming } from "../../middleware/auth";
 import * as s from "./schema";
+import type { MountOptions } from "../mount";
 
 type StoreDecision = { stored: boolean; reason: StoreReason };
 
@@ -36,11 +36,10 @@ const telemetryRoute = (path: string, deprecated: true | undefined, summary: str
 type TelemetryInput = z.infer<typeof s.TelemetryBody>;
 
 /** Device-side calls, authenticated by X-Device-ID + X-API-Key. */
-export function agentRoutes({ legacy }: { legacy: boolean }) {
+export function deviceCallRoutes(mount: MountOptions) {
   const app = newRouter();
   app.use("*", deviceBodyLimit);
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   app.openapi(
     apiRoute({
