@@ -5,22 +5,7 @@ import { requestLog } from "./middleware/request-log";
 import { requestBodyLimit } from "./middleware/body-limits";
 import { handleError, notFoundHandler } from "./middleware/errors";
 import { recordBusy, recordVersionOnce, SERVICE_VERSION } from "./services/system";
-import { authRoutes } from "./routes/auth/routes";
-import { siteRoutes } from "./routes/sites/routes";
-import { siteMemberRoutes } from "./routes/sites/members";
-import { tenantRoutes } from "./routes/tenants/routes";
-import { auditRoutes } from "./routes/audit/routes";
-import { healthRoutes, rootRoutes } from "./routes/health/routes";
-import { docsRoutes } from "./routes/docs/routes";
-import { intentClaimRoutes, siteIntentRoutes } from "./routes/intents/routes";
-import { deviceRoutes, siteDeviceRoutes } from "./routes/devices/routes";
-import { siteEnrolmentRoutes } from "./routes/devices/site-routes";
-import { agentRoutes, deviceMetricsRoutes } from "./routes/agent/routes";
-import { agentsRoutes } from "./routes/agents/routes";
-import { deviceHealthRoutes } from "./routes/device-health/routes";
-import { liveRoutes } from "./routes/live/routes";
-import { commandRoutes, deviceCommandRoutes } from "./routes/commands/routes";
-import { jobRoutes, siteJobRoutes } from "./routes/jobs/routes";
+import { mountRoutes } from "./routes";
 
 const DOCUMENT = {
   openapi: "3.1.0",
@@ -65,40 +50,8 @@ export function createApp() {
   app.use("*", requestLog);
   app.use("*", requestBodyLimit);
 
-  app.route("/", rootRoutes);
-  app.route("/", docsRoutes(() => app.getOpenAPI31Document(DOCUMENT)));
-  app.route("/api/v1/health", healthRoutes);
-  app.route("/api/v1/auth", authRoutes);
-  app.route("/api/v1/sites", siteRoutes({ legacy: false }));
-  app.route("/api/v1/sites", siteMemberRoutes);
-  app.route("/api/v1/sites", siteIntentRoutes);
-  app.route("/api/v1/enrolment-intents", intentClaimRoutes);
-  app.route("/api/v1/sites", siteEnrolmentRoutes);
-  app.route("/sites", siteRoutes({ legacy: true }));
-  app.route("/api/v1/devices/sites", siteDeviceRoutes({ legacy: false }));
-  app.route("/sites", siteDeviceRoutes({ legacy: true }));
-  // Before the registry: `/devices/pending` must not be read as a device id.
-  app.route("/api/v1/devices", deviceCommandRoutes({ legacy: false }));
-  app.route("/devices", deviceCommandRoutes({ legacy: true }));
-  app.route("/api/v1/commands", commandRoutes({ legacy: false }));
-  app.route("/commands", commandRoutes({ legacy: true }));
-  app.route("/api/v1/jobs/sites", siteJobRoutes({ legacy: false }));
-  app.route("/sites", siteJobRoutes({ legacy: true }));
-  app.route("/api/v1/jobs", jobRoutes({ legacy: false }));
-  app.route("/jobs", jobRoutes({ legacy: true }));
-  app.route("/api/v1/devices", deviceRoutes({ legacy: false }));
-  app.route("/devices", deviceRoutes({ legacy: true }));
-  app.route("/api/v1/devices", deviceHealthRoutes({ legacy: false }));
-  app.route("/devices", deviceHealthRoutes({ legacy: true }));
-  app.route("/api/v1/agents", agentsRoutes({ legacy: false }));
-  app.route("/agents", agentsRoutes({ legacy: true }));
-  app.route("/api/v1/sites", liveRoutes());
-  app.route("/api/v1/agent", agentRoutes({ legacy: false }));
-  app.route("/agent", agentRoutes({ legacy: true }));
-  app.route("/api/v1/analytics", deviceMetricsRoutes());
-  app.route("/api/v1/tenants", tenantRoutes);
-  app.route("/api/v1/audit", auditRoutes({ legacy: false }));
-  app.route("/audit", auditRoutes({ legacy: true }));
+  // What serves each URL, and its deprecated unversioned aliases: src/routes/index.ts.
+  mountRoutes(app, () => app.getOpenAPI31Document(DOCUMENT));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Access token from signup, login or the OpenID Connect callback",

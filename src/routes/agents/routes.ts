@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../env";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { authorizeDevice } from "../../services/devices";
 import { agentDetail, agentSeries, listAgents, parsePeriod, pushToAgent } from "../../services/agents";
 import { DeviceParams } from "../devices/schema";
 import * as s from "./schema";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Agents"];
 
@@ -13,10 +13,9 @@ const TAGS = ["Agents"];
  * `/api/v1/agents` and the deprecated `/agents`: device agents (simulated ones run in their site's
  * hub; a real device's agent view is built from what it reports).
  */
-export function agentsRoutes({ legacy }: { legacy: boolean }) {
+export function agentsRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1/agents${path === "/" ? "" : path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   app.openapi(
     apiRoute({

@@ -4,11 +4,11 @@ import { apiRequestLogs } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { forbidden, notFound, unprocessable } from "../../lib/errors";
 import { parseDuration } from "../../shared/time";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { accessibleSiteIds, authorizeSite } from "../../services/access";
 import { findDevice } from "../../services/devices";
 import { auditStatistics, listAuditEvents, recordAudit, type AuditRow } from "../../services/audit";
 import { CATEGORIES, classify } from "../../shared/vocabulary";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Audit"];
 const SEVERITIES = ["info", "warning", "error", "critical"] as const;
@@ -104,10 +104,9 @@ export const toAuditEvent = (r: AuditRow) => {
 // Users record business and user-action events; everything else is the service's own testimony.
 const USER_CATEGORIES = new Set(["business_events", "user_actions"]);
 
-export function auditRoutes({ legacy }: { legacy: boolean }) {
+export function auditRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   app.openapi(
     apiRoute({

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { unprocessable } from "../../lib/errors";
-import { deprecatedPath } from "../../middleware/deprecation";
+import { movedTo } from "../../middleware/deprecation";
 import { deviceBodyLimit } from "../../middleware/body-limits";
 import type { AppEnv } from "../../env";
 import { ensureOwnDevice } from "../../services/devices";
@@ -9,6 +9,7 @@ import {
   ackCommand, cancelCommand, listDeviceCommands, pollCommands, queueDeviceCommand, readCommand, reportCommand, resultStatus,
 } from "../../services/commands";
 import * as s from "./schema";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Commands"];
 
@@ -33,12 +34,14 @@ async function handleStatus(c: Context<AppEnv>, commandId: string, body: StatusI
  * queueing and listing a device's commands, and the old agents' ack/status paths. Mounted before the
  * device registry so `/pending` is never read as a device id.
  */
-export function deviceCommandRoutes({ legacy }: { legacy: boolean }) {
+export function deviceCommandRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
   app.use("/:command_id/status", deviceBodyLimit);
   app.use("/:device_id/commands/:command_id/ack", deviceBodyLimit);
+  // The old agents' paths: deprecated in every form, their successors are under /api/v1/commands.
+  app.on("POST", "/:device_id/commands/:command_id/ack", movedTo("/api/v1/commands/{command_id}/ack"));
+  app.on("PUT", "/:command_id/status", movedTo("/api/v1/commands/{command_id}/status"));
 
   app.openapi(
     apiRoute({
@@ -101,8 +104,6 @@ export function deviceCommandRoutes({ legacy }: { legacy: boolean }) {
     async (c) => {
       const { device_id, command_id } = c.req.valid("param");
       ensureOwnDevice(c.var.device!.deviceId, device_id);
-      c.header("Deprecation", "true");
-      c.header("Link", `</api/v1/commands/${command_id}/ack>; rel="successor-version"`);
       return c.json(await ackCommand(c.env, c.var.device!, command_id), 200);
     },
   );
@@ -118,12 +119,7 @@ export function deviceCommandRoutes({ legacy }: { legacy: boolean }) {
     }),
     async (c) => {
       const { command_id } = c.req.valid("param");
-      const record = await handleStatus(c, command_id, c.req.valid("json"));
-      if (!legacy) {
-        c.header("Deprecation", "true");
-        c.header("Link", `</api/v1/commands/${command_id}/status>; rel="successor-version"`);
-      }
-      return c.json(record, 200);
+      return c.json(await handleStatus(c, command_id, c.req.valid("json")), 200);
     },
   );
 
@@ -131,10 +127,9 @@ export function deviceCommandRoutes({ legacy }: { legacy: boolean }) {
 }
 
 /** `/api/v1/commands/...` and the specification's unversioned `/commands/...`. */
-export function commandRoutes({ legacy }: { legacy: boolean }) {
+export function commandRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1/commands${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
   app.use("/:command_id/status", deviceBodyLimit);
   app.use("/:command_id/ack", deviceBodyLimit);
 

@@ -1,17 +1,16 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { authorizeDevice } from "../../services/devices";
 import { deviceHealth, restartDevice, runDiagnostics } from "../../services/agents";
 import { DeviceParams } from "../devices/schema";
 import * as s from "../agents/schema";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Devices"];
 
 /** Restart and health of one device: `/api/v1/devices/{device_id}/...` and the deprecated `/devices/{device_id}/...`. */
-export function deviceHealthRoutes({ legacy }: { legacy: boolean }) {
+export function deviceHealthRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1/devices${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   app.openapi(
     apiRoute({

@@ -1,6 +1,5 @@
 import { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { authorizeSite } from "../../services/access";
 import {
   authorizeDevice, bootstrapProvision, createSiteDevice, currentEpoch, listAccessibleDevices, listSiteDevices,
@@ -10,6 +9,7 @@ import { startSimulatedAgent } from "../../services/agents";
 import type { Db } from "../../env";
 import type { DeviceRow } from "../../services/devices";
 import * as s from "./schema";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Devices"];
 
@@ -20,10 +20,9 @@ async function detailOf(db: Db, device: DeviceRow) {
 }
 
 /** `/api/v1/devices/...` and the deprecated `/devices/...`: the device registry. */
-export function deviceRoutes({ legacy }: { legacy: boolean }) {
+export function deviceRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   // Fixed paths first, so they are never read as a device id.
   app.openapi(
@@ -153,10 +152,9 @@ export function deviceRoutes({ legacy }: { legacy: boolean }) {
  * A site's devices: `/api/v1/devices/sites/{site_id}/devices` and the deprecated
  * `/sites/{site_id}/devices`.
  */
-export function siteDeviceRoutes({ legacy }: { legacy: boolean }) {
+export function siteDeviceRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1/devices${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
   const path = "/{site_id}/devices";
 
   app.openapi(

@@ -1,17 +1,16 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { cancelJob, createJob, listJobs, readJob } from "../../services/jobs";
 import * as s from "./schema";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Jobs"];
 
 const LIFECYCLE = "`queued → sent → completed | failed | cancelled | timeout`. Within a second or two the site's hub sends the job: `started_at`, `segment`, `config_url` and `config_version` are filled and one command per target device is queued (simulated agents run theirs in the hub; real devices poll them). It completes when every target has reported: `completed` when all succeeded, else `failed` with `result` `{total, succeeded, failed, pending}` and a summary in `error_message`; at its deadline it is `timeout`. A job with no matching device completes at once with a result saying so. Every transition is audited (job_created, job_started, job_completed, job_failed, job_cancelled, job_timeout), recorded as a job outcome and published on the site's live channel as `job.updated`.";
 
 /** `POST /api/v1/jobs/sites/{site_id}/jobs` and the deprecated `/sites/{site_id}/jobs`. */
-export function siteJobRoutes({ legacy }: { legacy: boolean }) {
+export function siteJobRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1/jobs/sites${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   app.openapi(
     apiRoute({
@@ -33,10 +32,9 @@ export function siteJobRoutes({ legacy }: { legacy: boolean }) {
 }
 
 /** `/api/v1/jobs` and the deprecated `/jobs`. */
-export function jobRoutes({ legacy }: { legacy: boolean }) {
+export function jobRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1/jobs${path === "/" ? "" : path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   app.openapi(
     apiRoute({

@@ -1,20 +1,16 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { authorizeSite } from "../../services/access";
 import { createSite, listSites } from "../../services/sites";
 import { siteHub } from "../../hub/client";
 import * as s from "./schema";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Sites"];
 
-/**
- * The site resource. Built once per path form (`/api/v1/sites` and the deprecated `/sites`) from
- * the same declarations, so both forms share handlers, auth and validation.
- */
-export function siteRoutes({ legacy }: { legacy: boolean }) {
+/** The site resource: `/api/v1/sites` and the deprecated `/sites`. */
+export function siteRoutes(mount: MountOptions) {
   const app = newRouter();
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   const listRoute = (path: string) =>
     apiRoute({
@@ -42,7 +38,7 @@ export function siteRoutes({ legacy }: { legacy: boolean }) {
     });
 
   // `/api/v1/sites/sites` is declared before `/{site_id}` so it is never read as a site id.
-  const listPaths = legacy ? ["/"] : ["/sites", "/"];
+  const listPaths = mount.deprecated ? ["/"] : ["/sites", "/"];
   for (const path of listPaths) {
     app.openapi(listRoute(path), async (c) => {
       const rows = await listSites(c.var.db, c.var.user!);

@@ -2,7 +2,6 @@ import type { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { tooManyRequests } from "../../lib/errors";
 import { normaliseTimestamp } from "../../shared/time";
-import { deprecatedPath } from "../../middleware/deprecation";
 import { ensureOwnDevice, recordDeviceDna } from "../../services/devices";
 import { siteHub } from "../../hub/client";
 import type { DeviceCredential, Env } from "../../env";
@@ -10,6 +9,7 @@ import { admitThroughHub } from "../../services/device-auth";
 import { deviceBodyLimit } from "../../middleware/body-limits";
 import { deviceAuthTiming } from "../../middleware/auth";
 import * as s from "./schema";
+import type { MountOptions } from "../mount";
 
 const TAGS = ["Device calls"];
 
@@ -25,11 +25,10 @@ const telemetryRoute = (path: string, deprecated: true | undefined, summary: str
 type TelemetryInput = z.infer<typeof s.TelemetryBody>;
 
 /** Device-side calls, authenticated by X-Device-ID + X-API-Key. */
-export function agentRoutes({ legacy }: { legacy: boolean }) {
+export function deviceCallRoutes(mount: MountOptions) {
   const app = newRouter();
   app.use("*", deviceBodyLimit);
-  if (legacy) app.use("*", deprecatedPath((path) => `/api/v1${path}`));
-  const deprecated = legacy || undefined;
+  const deprecated = mount.deprecated || undefined;
 
   app.openapi(
     apiRoute({

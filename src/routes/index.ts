@@ -1,0 +1,93 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../env";
+import { deprecatedAlias } from "../middleware/deprecation";
+import type { Router, RouterFactory } from "./mount";
+import { healthRoutes, rootRoutes } from "./health/routes";
+import { docsRoutes } from "./docs/routes";
+import { authRoutes } from "./auth/routes";
+import { siteRoutes } from "./sites/routes";
+import { siteMemberRoutes } from "./sites/members";
+import { intentClaimRoutes, siteIntentRoutes } from "./intents/routes";
+import { siteEnrolmentRoutes } from "./devices/site-routes";
+import { liveRoutes } from "./live/routes";
+import { tenantRoutes } from "./tenants/routes";
+import { deviceRoutes, siteDeviceRoutes } from "./devices/routes";
+import { commandRoutes, deviceCommandRoutes } from "./commands/routes";
+import { deviceHealthRoutes } from "./device-health/routes";
+import { deviceCallRoutes, deviceMetricsRoutes } from "./device-calls/routes";
+import { agentsRoutes } from "./agents/routes";
+import { jobRoutes, siteJobRoutes } from "./jobs/routes";
+import { auditRoutes } from "./audit/routes";
+
+/**
+ * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
+ * again for each alias, whose answers there are deprecated and name the same path under `prefix`
+ * as their successor.
+ */
+export type RouteMount =
+  | { prefix: string; router: Router; aliases?: never }
+  | { prefix: string; router: RouterFactory; aliases: readonly string[] };
+
+/**
+ * Every mount of the API: to find what serves a URL, find its prefix here. Several routers share
+ * a prefix; they are tried in the order listed, which matters only where one's fixed path could
+ * be read as another's parameter (noted below).
+ */
+export const routeTable = (openApiDocument: () => object): readonly RouteMount[] => [
+  // Service: banner, health, documentation
+  { prefix: "/", router: rootRoutes },
+  { prefix: "/", router: docsRoutes(openApiDocument) },
+  { prefix: "/api/v1/health", router: healthRoutes },
+
+  { prefix: "/api/v1/auth", router: authRoutes },
+
+  // A site and what hangs off it
+  { prefix: "/api/v1/sites", router: siteRoutes, aliases: ["/sites"] },
+  { prefix: "/api/v1/sites", router: siteMemberRoutes },
+  { prefix: "/api/v1/sites", router: siteIntentRoutes },
+  { prefix: "/api/v1/sites", router: siteEnrolmentRoutes },
+  { prefix: "/api/v1/sites", router: liveRoutes() },
+  { prefix: "/api/v1/enrolment-intents", router: intentClaimRoutes },
+  { prefix: "/api/v1/tenants", router: tenantRoutes },
+
+  // Devices: registration per site, then the registry. The command routes come before the
+  // registry because the device's poll `/devices/pending` would otherwise be read as
+  // `/devices/{device_id}`.
+  { prefix: "/api/v1/devices/sites", router: siteDeviceRoutes, aliases: ["/sites"] },
+  { prefix: "/api/v1/devices", router: deviceCommandRoutes, aliases: ["/devices"] },
+  { prefix: "/api/v1/devices", router: deviceRoutes, aliases: ["/devices"] },
+  { prefix: "/api/v1/devices", router: deviceHealthRoutes, aliases: ["/devices"] },
+
+  // Calls devices make with X-Device-ID and X-API-Key
+  { prefix: "/api/v1/agent", router: deviceCallRoutes, aliases: ["/agent"] },
+  { prefix: "/api/v1/analytics", router: deviceMetricsRoutes() },
+
+  // Operators' view of device agents
+  { prefix: "/api/v1/agents", router: agentsRoutes, aliases: ["/agents"] },
+
+  { prefix: "/api/v1/commands", router: commandRoutes, aliases: ["/commands"] },
+
+  { prefix: "/api/v1/jobs/sites", router: siteJobRoutes, aliases: ["/sites"] },
+  { prefix: "/api/v1/jobs", router: jobRoutes, aliases: ["/jobs"] },
+
+  { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
+];
+
+/**
+ * Mounts the table: every versioned prefix first, then the aliases in the same order, so the
+ * document lists the deprecated forms after the current ones.
+ */
+export function mountRoutes(app: OpenAPIHono<AppEnv>, openApiDocument: () => object) {
+  const table = routeTable(openApiDocument);
+  for (const mount of table) {
+    app.route(mount.prefix, typeof mount.router === "function" ? mount.router({ deprecated: false }) : mount.router);
+  }
+  for (const mount of table) {
+    if (!mount.aliases) continue;
+    for (const alias of mount.aliases) {
+      // Registered before the router's own routes, so it wraps them (and the auth they run).
+      app.use(`${alias}/*`, deprecatedAlias(alias, mount.prefix));
+      app.route(alias, mount.router({ deprecated: true }));
+    }
+  }
+}
