@@ -533,7 +533,9 @@ export class SiteHub extends DurableObject<HubBindings> {
           return dirty ? Math.max(now, Number(this.meta("flushed_at") ?? 0) + LAST_SEEN_FLUSH_MS) : undefined;
         },
         onAlarm: async (now) => {
-          if (now - Number(this.meta("flushed_at") ?? 0) >= LAST_SEEN_FLUSH_MS) this.queueLastSeen(now);
+          if (now - Number(this.meta("flushed_at") ?? 0) < LAST_SEEN_FLUSH_MS) return;
+          this.queueLastSeen(now);
+          await this.outbox.flushQuietly();
         },
       },
       {

@@ -1,3 +1,4 @@
+import { siteHub } from "../../hub/client";
 import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
@@ -22,7 +23,7 @@ const HEALTH_PROBE_HUB = "__health-probe__";
 async function siteHubCheck(env: Env) {
   const started = Date.now();
   try {
-    await env.SITE_HUB.get(env.SITE_HUB.idFromName(HEALTH_PROBE_HUB)).ping();
+    await siteHub(env, HEALTH_PROBE_HUB).ping();
     return { ok: true, latency_ms: Date.now() - started };
   } catch (error) {
     return { ok: false, latency_ms: Date.now() - started, error: String((error as Error).message ?? error) };

@@ -1,0 +1,53 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import type { SiteHub } from "../../durable-objects/site-hub";
+
+export const siteHubStub = (siteId: string) => env.SITE_HUB.get(env.SITE_HUB.idFromName(siteId));
+
+/**
+ * A clock a test moves by hand. Install it in a site's hub and the hub reads its time from it, so
+ * "a minute later" is `clock.advance(60_000)` and a `runDurableObjectAlarm`, not a sleep. It starts
+ * at real time: alarms the hub sets are then in the real future and fire only when the test runs them.
+ */
+export class ManualClock {
+  private at = Date.now();
+  now = () => this.at;
+  advance(ms: number) {
+    this.at += ms;
+  }
+}
+
+export async function installClock(siteId: string, clock = new ManualClock()) {
+  await runInDurableObject(siteHubStub(siteId), (hub: SiteHub) => { hub.clock = clock; });
+  return clock;
+}
+
+/**
+ * Wraps the hub's D1 binding so its batches (the outbox's only way in) fail while `outage.down`
+ * is set; reads pass through. Models D1 being unavailable for a while.
+ */
+export async function wrapHubDatabase(siteId: string) {
+  const outage = { down: false, failedBatches: 0 };
+  await runInDurableObject(siteHubStub(siteId), (hub: SiteHub) => {
+    const real = hub.database;
+    const wrapped: D1Database = {
+      prepare: (query) => real.prepare(query),
+      exec: (query) => real.exec(query),
+      dump: () => real.dump(),
+      withSession: (constraint) => real.withSession(constraint),
+      batch: async (statements) => {
+        if (outage.down) {
+          outage.failedBatches++;
+          throw new Error("D1_ERROR: simulated outage");
+        }
+        return real.batch(statements);
+      },
+    };
+    hub.database = wrapped;
+  });
+  return outage;
+}
+
+/** Rows waiting in the hub's outbox. */
+export const outboxDepth = (siteId: string) =>
+  runInDurableObject(siteHubStub(siteId), (_hub, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM d1_outbox").one().n);
