@@ -16,7 +16,7 @@ interface Step {
 }
 
 /** The minute cron's steps, in order. Every step is idempotent, so a step that failed simply runs again next minute. */
-export const SCHEDULED_STEPS: Step[] = [
+const SCHEDULED_STEPS: Step[] = [
   // Retention: one step per table, so one table's trouble does not keep the others growing.
   {
     name: "api_request_logs retention",
