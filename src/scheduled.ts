@@ -1,26 +1,58 @@
 import { drizzle } from "drizzle-orm/d1";
 import { lt } from "drizzle-orm";
 import * as schema from "./db/schema";
-import type { Env } from "./env";
+import type { Db, Env } from "./env";
 import { runIntentMaintenance } from "./services/intents";
 import { runCommandMaintenance } from "./services/commands";
 import { runJobMaintenance } from "./services/jobs";
 
 const RETENTION_DAYS = 90;
 
-/** The minute cron: time-driven work that no request triggers. Every step is idempotent. */
-export async function runScheduled(env: Env, now: Date) {
-  const db = drizzle(env.DB, { schema });
-  const cutoff = new Date(now.getTime() - RETENTION_DAYS * 86_400_000).toISOString();
-  await db.batch([
-    db.delete(schema.apiRequestLogs).where(lt(schema.apiRequestLogs.createdAt, cutoff)),
-    db.delete(schema.userActivities).where(lt(schema.userActivities.createdAt, cutoff)),
-    db.delete(schema.wsTickets).where(lt(schema.wsTickets.expiresAt, now.toISOString())),
-  ]);
-  // Pending/approved enrolment intents past expires_at → expired (audited, published); idempotent.
-  await runIntentMaintenance(env, db, now);
+const retentionCutoff = (now: Date) => new Date(now.getTime() - RETENTION_DAYS * 86_400_000).toISOString();
+
+interface Step {
+  name: string;
+  run: (env: Env, db: Db, now: Date) => Promise<unknown>;
+}
+
+/** The minute cron's steps, in order. Every step is idempotent, so a step that failed simply runs again next minute. */
+const SCHEDULED_STEPS: Step[] = [
+  // Retention: one step per table, so one table's trouble does not keep the others growing.
+  {
+    name: "api_request_logs retention",
+    run: (_env, db, now) => db.delete(schema.apiRequestLogs).where(lt(schema.apiRequestLogs.createdAt, retentionCutoff(now))).run(),
+  },
+  {
+    name: "user_activities retention",
+    run: (_env, db, now) => db.delete(schema.userActivities).where(lt(schema.userActivities.createdAt, retentionCutoff(now))).run(),
+  },
+  {
+    name: "ws_tickets expiry",
+    run: (_env, db, now) => db.delete(schema.wsTickets).where(lt(schema.wsTickets.expiresAt, now.toISOString())).run(),
+  },
+  // Pending/approved enrolment intents past expires_at → expired (audited, published); stale claim-failure windows dropped.
+  { name: "intents", run: runIntentMaintenance },
   // Device commands past their TTL that their site hub has not swept (its alarm is the first line).
-  await runCommandMaintenance(env, db, now);
+  { name: "commands", run: runCommandMaintenance },
   // Jobs stuck in queued (never handed to their hub) or sent (hub evicted, deadline passed) are re-driven.
-  await runJobMaintenance(env, db, now);
+  { name: "jobs", run: runJobMaintenance },
+];
+
+/**
+ * The minute cron: time-driven work that no request triggers. The steps touch unrelated tables and
+ * hubs, so one failing (a D1 hiccup, a hub that cannot be reached) must not starve the others: each
+ * runs on its own and a failure is logged. Returns the names of the steps that failed.
+ */
+export async function runScheduled(env: Env, now: Date): Promise<string[]> {
+  const db = drizzle(env.DB, { schema });
+  const failed: string[] = [];
+  for (const step of SCHEDULED_STEPS) {
+    try {
+      await step.run(env, db, now);
+    } catch (error) {
+      failed.push(step.name);
+      console.error(`scheduled step "${step.name}" failed`, error);
+    }
+  }
+  return failed;
 }

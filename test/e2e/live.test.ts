@@ -6,7 +6,7 @@
 // heartbeat reports `status: "error"` (the device leaves the healthy state), then a plain heartbeat
 // brings it back online. The alarm-driven silent offline takes 30 s minimum (3 missed heartbeats) and is
 // covered by the workers tests with runDurableObjectAlarm.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
 
@@ -22,6 +22,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await service?.stop();
+});
+
+/** Sockets and streams a test opened, closed after it whether it passed or not. */
+const openedByTest: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const close of openedByTest.splice(0)) await close();
 });
 
 type LiveEvent = { seq: number; type: string; site_id: string; ts: string; data: any };
@@ -89,9 +95,12 @@ function subscribe(url: string, headers: Record<string, string> = {}) {
     });
   const close = () => new Promise<void>((resolve) => {
     if (ws.readyState === WebSocket.CLOSED) return resolve();
-    ws.once("close", () => resolve());
+    // A refused or half-open socket may never say it closed: give up waiting after a while.
+    const timer = setTimeout(() => { ws.terminate(); resolve(); }, 2_000);
+    ws.once("close", () => { clearTimeout(timer); resolve(); });
     ws.close(1000, "done");
   });
+  openedByTest.push(close);
   return { ws, messages, opened, until, close };
 }
 
@@ -153,6 +162,11 @@ describe("live channel as server-sent events", () => {
     await probe.close();
 
     const controller = new AbortController();
+    openedByTest.push(() => controller.abort());
+    // A read waiting for a frame that never comes ends at the deadline instead of at the test timeout.
+    const deadline = Date.now() + 10_000;
+    const stop = setTimeout(() => controller.abort(), 10_000);
+    openedByTest.push(() => clearTimeout(stop));
     const res = await fetch(`${base}/api/v1/sites/${siteId}/events`, {
       headers: { authorization: `Bearer ${token}`, "Last-Event-ID": String(online.seq) },
       signal: controller.signal,
@@ -167,11 +181,13 @@ describe("live channel as server-sent events", () => {
       return { id: Number(idLine.slice(4)), event: JSON.parse(dataLine.slice(6)) as LiveEvent };
     });
     const statuses = () => frames().filter((f) => f.event.type === "device.status" && f.event.data.device_id === deviceId).map((f) => f.event.data.status);
-    const deadline = Date.now() + 10_000;
     let beaten = false;
     while (statuses().length < 2) {
       if (Date.now() > deadline) throw new Error(`no events: ${text}`);
-      const { value, done } = await reader.read();
+      const { value, done } = await reader.read().catch((error: unknown) => {
+        if (controller.signal.aborted) throw new Error(`no events in time: ${text}`);
+        throw error;
+      });
       if (done) break;
       text += decoder.decode(value, { stream: true });
       if (!beaten && statuses().length >= 1) {

@@ -5,6 +5,7 @@ import { SignJWT, UnsecuredJWT, decodeJwt, exportJWK, generateKeyPair } from "jo
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { createApp } from "../../src/app";
+import { checkResponse } from "./response-contract";
 import { call, admin, createSite, db, signup, unique } from "./helpers";
 
 const SECRET = new TextEncoder().encode(env.JWT_SECRET!);
@@ -387,10 +388,15 @@ describe("administration of users", () => {
 
 describe("configuration", () => {
   const app = createApp();
-  async function send(bindings: Partial<typeof env>, path: string, init: RequestInit = {}) {
+  /**
+   * `checked: false` only for a deployment without a usable JWT secret: it answers 503 to every
+   * request, before any operation (and outside what each one declares).
+   */
+  async function send(bindings: Partial<typeof env>, path: string, init: RequestInit = {}, { checked = true } = {}) {
     const ctx = createExecutionContext();
     const res = await app.request(path, init, { ...env, ...bindings }, ctx);
     await waitOnExecutionContext(ctx);
+    if (checked) await checkResponse(new Request(`http://fleet.test${path}`, init), res);
     return res;
   }
   const loginInit = (email: string, password: string): RequestInit => ({
@@ -398,10 +404,10 @@ describe("configuration", () => {
   });
 
   it("refuses to serve with a JWT secret shorter than 32 bytes (503)", async () => {
-    const res = await send({ JWT_SECRET: "too-short-secret" }, "/api/v1/auth/me");
+    const res = await send({ JWT_SECRET: "too-short-secret" }, "/api/v1/auth/me", {}, { checked: false });
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ detail: expect.stringMatching(/JWT_SECRET/) });
-    const missing = await send({ JWT_SECRET: undefined }, "/");
+    const missing = await send({ JWT_SECRET: undefined }, "/", {}, { checked: false });
     expect(missing.status).toBe(503);
   });
 

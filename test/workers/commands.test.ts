@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { runInDurableObject } from "cloudflare:test";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, createSite, db, eventually, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice, siteWithOperator } from "./device-helpers";
 import { agentRow, setAgent } from "./agents-helpers";
 import {
-  ack, alarmAt, auditOfType, commandAudit, flushHub, hubSql, liveEvents, poll, queueCommand, report, runAlarm, runCron,
+  ack, alarmAt, auditOfType, commandAudit, flushHub, hub, hubSql, liveEvents, poll, queueCommand, report, runAlarm, runCron,
 } from "./commands-helpers";
 
 const RECORD_FIELDS = [
@@ -18,6 +19,14 @@ async function setup() {
   const device = await registerDevice(owner.token, siteId);
   return { owner, siteId, device };
 }
+
+/** Whether a long poll of the device is parked in its hub's command queue. */
+const isWaiting = (siteId: string, deviceId: string) =>
+  runInDurableObject(hub(siteId), (instance) => {
+    const waiters = (instance as unknown as { commands?: { waiters?: Map<string, Set<unknown>> } }).commands?.waiters;
+    if (!waiters) throw new Error("SiteHub no longer keeps commands.waiters: update isWaiting");
+    return (waiters.get(deviceId)?.size ?? 0) > 0;
+  });
 
 /** Moves a delivered command's lease into the past, as if 60 s went by without an ack. */
 const lapseLease = (siteId: string, commandId: string) =>
@@ -316,10 +325,11 @@ describe("command queue: limits, idempotency and isolation", () => {
 
 describe("command queue: long poll and the hot path", () => {
   it("answers a waiting poll as soon as a command is queued", async () => {
-    const { owner, device } = await setup();
+    const { owner, siteId, device } = await setup();
     const started = Date.now();
     const waiting = poll(device, "?wait=20");
-    await new Promise((r) => setTimeout(r, 300));
+    // Queue only once the poll is really waiting in the hub (queued earlier, it would be answered at once anyway).
+    await eventually(() => isWaiting(siteId, device.device_id));
     const queued = await queueCommand(owner.token, device.device_id, { command_type: "ping" });
     const answered = await waiting;
     const elapsed = Date.now() - started;

@@ -1,10 +1,12 @@
 import { describe, expect, it } from "vitest";
+import bcrypt from "bcryptjs";
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { and, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, db, eventually, signup, unique } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator, telemetry } from "./device-helpers";
+import { flushHub } from "./commands-helpers";
 import type { SiteHub } from "../../durable-objects/site-hub";
 
 /**
@@ -241,7 +243,13 @@ describe("presence", () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);
     await heartbeat(d.device_id, d.api_key);
+    // What the first heartbeat owes D1 (its transition, and the first last_seen flush, which is due at
+    // once) is written now, so the hub's own alarm cannot land it in the middle of the steady beats.
+    await flushHub(siteId);
+    await parkAlarm(siteId);
+    await runDurableObjectAlarm(hub(siteId));
     const afterFirst = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get();
+    expect(afterFirst!.lastSeen).not.toBeNull();
     for (let i = 0; i < 5; i++) await heartbeat(d.device_id, d.api_key);
     const afterSteady = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get();
     expect(afterSteady!.updatedAt).toBe(afterFirst!.updatedAt);
@@ -374,5 +382,135 @@ describe("bootstrap self-enrolment", () => {
     const stranger = await signup();
     expect((await call("/api/v1/devices/provision", { method: "POST", token: stranger.token, body: { site_id: siteId, device_name: "K2" } })).status).toBe(403);
     expect((await call(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token: stranger.token })).status).toBe(403);
+  });
+});
+
+describe("device authentication: a key this isolate never issued", () => {
+  it("costs one bcrypt on the first call, then the hub's remembered digest admits it", async () => {
+    const { siteId } = await siteWithOperator();
+    // Written straight to D1, as another isolate (or an import) would have: nothing in this isolate knows the key.
+    const deviceId = unique("D1-");
+    const apiKey = `key-${crypto.randomUUID()}`;
+    await db().insert(schema.devices).values({ deviceId, siteId, name: "Imported till", apiKeyHash: await bcrypt.hash(apiKey, 10) });
+
+    const wrong = await heartbeat(deviceId, `${apiKey}-not`);
+    expect(wrong.status).toBe(401);
+    const first = await heartbeat(deviceId, apiKey);
+    expect(first.status).toBe(200);
+    expect(first.headers.get("Server-Timing")).toMatch(/^device-auth;dur=[\d.]+;desc="bcrypt"$/);
+    const second = await heartbeat(deviceId, apiKey);
+    expect(second.status).toBe(200);
+    expect(second.headers.get("Server-Timing")).toMatch(/^device-auth;dur=[\d.]+;desc="cached"$/);
+    // A wrong key does not displace the remembered one.
+    expect((await heartbeat(deviceId, `${apiKey}-not`)).status).toBe(401);
+    expect((await heartbeat(deviceId, apiKey)).headers.get("Server-Timing")).toContain('desc="cached"');
+  });
+});
+
+describe("viewers cannot change devices or enrolment", () => {
+  it("answers 403 to a viewer on every operator action, and nothing changes", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const viewer = await signup();
+    expect((await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } })).status).toBe(201);
+    const d = await registerDevice(owner.token, siteId);
+    expect((await call(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token: owner.token })).status).toBe(201);
+    const before = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get();
+
+    const attempts: [string, string][] = [
+      ["POST", `/api/v1/devices/${d.device_id}/rotate-key`],
+      ["POST", `/api/v1/devices/${d.device_id}/suspend`],
+      ["POST", `/api/v1/devices/${d.device_id}/resume`],
+      ["POST", `/api/v1/devices/${d.device_id}/health`],
+      ["POST", `/api/v1/sites/${siteId}/bootstrap-key`],
+      ["DELETE", `/api/v1/sites/${siteId}/bootstrap-key`],
+    ];
+    for (const [method, path] of attempts) {
+      const res = await call(path, { method, token: viewer.token });
+      expect(res.status, `${method} ${path}`).toBe(403);
+    }
+    // Reading stays allowed.
+    expect((await call(`/api/v1/devices/${d.device_id}`, { token: viewer.token })).status).toBe(200);
+
+    const after = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get();
+    expect(after).toEqual(before);
+    expect((await heartbeat(d.device_id, d.api_key)).status).toBe(200);
+    const keys = await db().select().from(schema.siteBootstrapKeys).where(eq(schema.siteBootstrapKeys.siteId, siteId)).all();
+    expect(keys.map((k) => k.revokedAt)).toEqual([null]);
+    // Each refusal is audited, and it is all the viewer left behind.
+    const audited = await db().select().from(schema.auditLogs).where(and(eq(schema.auditLogs.siteId, siteId), eq(schema.auditLogs.userId, viewer.id))).all();
+    expect(audited.map((a) => a.eventType)).toEqual(attempts.map(() => "permission_denied"));
+  });
+});
+
+describe("PATCH /api/v1/devices/{device_id}", () => {
+  const patch = (deviceId: string, token: string | undefined, body: unknown) =>
+    call(`/api/v1/devices/${deviceId}`, { method: "PATCH", token, body });
+
+  it("changes exactly the fields given, and audits them as device_updated", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId, { name: "Till", ip_address: "10.0.0.5", os_type: "android", os_version: "13" });
+    const before = (await call(`/api/v1/devices/${d.device_id}`, { token: owner.token })).json;
+
+    const res = await patch(d.device_id, owner.token, { name: "  Front till  ", device_type: "tablet", heartbeat_interval_s: 30, ip_address: null });
+    expect(res.status, res.text).toBe(200);
+    expect(res.json).toEqual({
+      ...before,
+      name: "Front till",
+      device_type: "tablet",
+      heartbeat_interval_s: 30,
+      ip_address: null,
+      updated_at: expect.stringMatching(/Z$/),
+    });
+    expect((await call(`/api/v1/devices/${d.device_id}`, { token: owner.token })).json).toEqual(res.json);
+
+    const second = await patch(d.device_id, owner.token, { os_version: "14" });
+    expect(second.json).toEqual({ ...res.json, os_version: "14", updated_at: expect.stringMatching(/Z$/) });
+
+    const audit = await db().select().from(schema.auditLogs)
+      .where(and(eq(schema.auditLogs.deviceId, d.device_id), eq(schema.auditLogs.eventType, "device_updated"))).all();
+    expect(audit.map((a) => a.eventMetadata)).toEqual([
+      { changed: { name: "Front till", device_type: "tablet", heartbeat_interval_s: 30, ip_address: null } },
+      { changed: { os_version: "14" } },
+    ]);
+    expect(audit[0]).toMatchObject({ userId: owner.id, siteId });
+  });
+
+  it("refuses invalid input with 422 and changes nothing", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    const before = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get();
+    const bad: [unknown, string][] = [
+      [{}, ""],
+      [{ name: "   " }, "name"],
+      [{ name: "x".repeat(201) }, "name"],
+      [{ heartbeat_interval_s: 4 }, "heartbeat_interval_s"],
+      [{ heartbeat_interval_s: 3601 }, "heartbeat_interval_s"],
+      [{ heartbeat_interval_s: 12.5 }, "heartbeat_interval_s"],
+      [{ heartbeat_interval_s: "30" }, "heartbeat_interval_s"],
+      [{ device_type: "" }, "device_type"],
+      [{ ip_address: "1".repeat(65) }, "ip_address"],
+    ];
+    for (const [body, field] of bad) {
+      const res = await patch(d.device_id, owner.token, body);
+      expect(res.status, JSON.stringify(body)).toBe(422);
+      const locs = (res.json.detail as { loc: (string | number)[] }[]).map((i) => i.loc.join("."));
+      expect(locs, JSON.stringify(body)).toContain(field ? `body.${field}` : "body");
+    }
+    expect(await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get()).toEqual(before);
+  });
+
+  it("is for operators of the device's site: 403 for a viewer or stranger, 404 for an unknown device, 401 without a token", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId, { name: "Till" });
+    const viewer = await signup();
+    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } });
+    const stranger = await signup();
+    expect((await patch(d.device_id, viewer.token, { name: "Renamed" })).status).toBe(403);
+    expect((await patch(d.device_id, stranger.token, { name: "Renamed" })).status).toBe(403);
+    expect((await patch(d.device_id, undefined, { name: "Renamed" })).status).toBe(401);
+    const missing = await patch(`NOPE-${unique()}`, owner.token, { name: "Renamed" });
+    expect(missing.status).toBe(404);
+    expect(missing.json.detail).toMatch(/^Device with ID 'NOPE-.+' not found$/);
+    expect((await call(`/api/v1/devices/${d.device_id}`, { token: owner.token })).json.name).toBe("Till");
   });
 });

@@ -1,12 +1,12 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { env, exports } from "cloudflare:workers";
+import { env } from "cloudflare:workers";
 import { eq } from "drizzle-orm";
 import { createApp } from "../../src/app";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import * as schema from "../../src/db/schema";
 import { isUniqueViolation } from "../../src/lib/errors";
-import { call, createSite, db, signup, unique } from "./helpers";
+import { call, createSite, db, fetchChecked, signup, unique } from "./helpers";
 
 const isIssueList = (detail: unknown) =>
   Array.isArray(detail) && detail.length > 0 && detail.every((i) =>
@@ -130,7 +130,7 @@ describe("error model", () => {
       },
       cancel() { parts.length = 0; },
     });
-    const streamed = await exports.default.fetch(new Request("http://fleet.test/api/v1/auth/signup", {
+    const streamed = await fetchChecked(new Request("http://fleet.test/api/v1/auth/signup", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: stream, duplex: "half",
     } as RequestInit));
     expect(streamed.status).toBe(413);

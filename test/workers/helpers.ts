@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/d1";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
+import { checkResponse } from "./response-contract";
 
 export const db = () => drizzle(env.DB, { schema });
 
@@ -19,12 +20,22 @@ export interface Call {
   headers?: Record<string, string>;
 }
 
+/**
+ * Sends a request through the Worker and checks the answer against the route's declared responses
+ * (status and JSON body schema); a mismatch throws, failing the test that made the call.
+ */
+export async function fetchChecked(request: Request) {
+  const response = await exports.default.fetch(request);
+  await checkResponse(request, response);
+  return response;
+}
+
 export async function call(path: string, { method = "GET", body, rawBody, token, cookie, headers = {} }: Call = {}) {
   const h = new Headers(headers);
   if (body !== undefined || rawBody !== undefined) h.set("Content-Type", "application/json");
   if (token) h.set("Authorization", `Bearer ${token}`);
   if (cookie) h.set("Cookie", cookie);
-  const response = await exports.default.fetch(new Request(`http://fleet.test${path}`, {
+  const response = await fetchChecked(new Request(`http://fleet.test${path}`, {
     method,
     headers: h,
     body: rawBody ?? (body === undefined ? undefined : JSON.stringify(body)),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { and, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, createSite, db, eventually, signup, unique } from "./helpers";
+import { call, createSite, db, signup, unique } from "./helpers";
 import { registerDevice, siteWithOperator } from "./device-helpers";
 import { auditOfType, flushHub, hubSql, liveEvents, poll, report, runAlarm, runCron } from "./commands-helpers";
 
@@ -12,12 +12,26 @@ const createJob = (token: string, siteId: string, body: Record<string, unknown>,
 
 const getJob = async (token: string, jobId: string) => (await call(`/api/v1/jobs/${jobId}`, { token })).json;
 
-/** Waits for the hub's own alarm to move the job (it must, within about two seconds). */
-const jobReaches = (token: string, jobId: string, status: string, timeoutMs = 4000) =>
-  eventually(async () => {
-    const job = await getJob(token, jobId);
-    return job.status === status ? job : undefined;
-  }, timeoutMs);
+/** The job as D1 has it once the hub wrote everything it holds (instead of within its one-second window). */
+async function jobNow(token: string, siteId: string, jobId: string) {
+  await flushHub(siteId);
+  return getJob(token, jobId);
+}
+
+/**
+ * A new job is due in its hub at once; this runs that alarm now (instead of waiting for the runtime
+ * to fire it) and writes what the hub holds to D1, then the job must read as sent.
+ */
+async function sentByHub(token: string, siteId: string, jobId: string) {
+  const [run] = await hubSql<{ start_due_ms: number }>(siteId, "SELECT start_due_ms FROM job_runs WHERE job_id = ?", jobId);
+  expect(run, "the hub holds the job").toBeDefined();
+  expect(run.start_due_ms).toBeLessThanOrEqual(Date.now());
+  await runAlarm(siteId);
+  await flushHub(siteId);
+  const job = await getJob(token, jobId);
+  expect(job.status).toBe("sent");
+  return job;
+}
 
 /** Lets every simulated command finish now instead of after its simulated run time. */
 async function finishSimulated(siteId: string) {
@@ -35,7 +49,6 @@ async function simulatedSite(count: number, owner?: User) {
 describe("jobs: the lifecycle", () => {
   it("goes queued → sent → completed over three simulated devices, with per-device executions, audit, outcome and live events", async () => {
     const { owner, siteId, sims } = await simulatedSite(3);
-    const created = Date.now();
     const res = await createJob(owner.token, siteId, { action: "REBOOT", priority: "high", description: "nightly restart" });
     expect(res.status, res.text).toBe(201);
     expect(res.json).toEqual({ message: "Job created successfully", job_id: res.json.job_id, site_id: siteId, action: "REBOOT", status: "queued" });
@@ -47,9 +60,8 @@ describe("jobs: the lifecycle", () => {
     expect(audit[0]).toMatchObject({ jobId, userId: owner.id, category: "job_management", severity: "info" });
     expect(audit[0].eventMetadata).toEqual({ action: "REBOOT", priority: "high" });
 
-    // The hub's alarm sends it by itself (restarts take the simulated agents 2–6 s, so `sent` is visible).
-    const sent = await jobReaches(owner.token, jobId, "sent");
-    expect(Date.now() - created).toBeLessThan(3000);
+    // Due at once in the hub; once its alarm ran the job is sent (restarts take the simulated agents 2–6 s, so `sent` is visible).
+    const sent = await sentByHub(owner.token, siteId, jobId);
     expect(sent.started_at).not.toBeNull();
     expect(sent.segment).toBe("pos-terminals");
     expect(sent.config_url).toBe(`/api/v1/jobs/${jobId}`);
@@ -98,7 +110,7 @@ describe("jobs: the lifecycle", () => {
     expect(res.status).toBe(201);
     expect(res.headers.get("Deprecation")).toBe("true");
     const jobId = res.json.job_id;
-    await jobReaches(owner.token, jobId, "sent");
+    await sentByHub(owner.token, siteId, jobId);
 
     // The real terminal gets its share of the job through its own queue and reports a failure.
     const polled = await poll(real);
@@ -108,7 +120,8 @@ describe("jobs: the lifecycle", () => {
     expect((await report(real, command.command_id, { status: "failed", error_message: "network unreachable" })).status).toBe(200);
     await finishSimulated(siteId);
 
-    const job = await jobReaches(owner.token, jobId, "failed");
+    const job = await jobNow(owner.token, siteId, jobId);
+    expect(job.status).toBe("failed");
     expect(job.result).toEqual({ total: 3, succeeded: 2, failed: 1, cancelled: 0, pending: 0 });
     expect(job.error_message).toBe(`1 of 3 devices failed: ${real.device_id}: network unreachable`);
     const execution = job.executions.find((e: { device_id: string }) => e.device_id === real.device_id);
@@ -130,7 +143,7 @@ describe("jobs: the lifecycle", () => {
     const real = await registerDevice(owner.token, siteId, { device_id: unique("POS-") });
     const res = await createJob(owner.token, siteId, { action: "UPDATE_CONFIG", deadline_s: 60, config_version: "7.1" });
     const jobId = res.json.job_id;
-    const sent = await jobReaches(owner.token, jobId, "sent");
+    const sent = await sentByHub(owner.token, siteId, jobId);
     expect(Date.parse(sent.deadline_at) - Date.parse(sent.created_at)).toBe(60_000);
     expect(sent.config_version).toBe("7.1");
     const commandId = sent.executions[0].command_id;
@@ -155,7 +168,7 @@ describe("jobs: the lifecycle", () => {
     const viewer = await signup();
     await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } });
     const jobId = (await createJob(owner.token, siteId, { action: "restart" })).json.job_id;
-    const sent = await jobReaches(owner.token, jobId, "sent");
+    const sent = await sentByHub(owner.token, siteId, jobId);
     expect(sent.executions).toHaveLength(2);
 
     expect((await call(`/api/v1/jobs/${jobId}/cancel`, { method: "POST", token: viewer.token })).status).toBe(403);
@@ -203,7 +216,10 @@ describe("jobs: the lifecycle", () => {
   it("completes at once, saying so, when no device matches; a finished job cannot be cancelled", async () => {
     const { owner, siteId } = await simulatedSite(1);
     const jobId = (await createJob(owner.token, siteId, { action: "ping", device_type: "kiosk" })).json.job_id;
-    const job = await jobReaches(owner.token, jobId, "completed");
+    // Due at once in its hub, whose alarm finds nothing to send.
+    await runAlarm(siteId);
+    const job = await jobNow(owner.token, siteId, jobId);
+    expect(job.status).toBe("completed");
     expect(job.result).toEqual({ total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0, message: "No devices matched the job's targets" });
     expect(job.segment).toBe("kiosks");
     expect(job.executions).toEqual([]);
@@ -223,7 +239,8 @@ describe("jobs: the cron safety net", () => {
       jobId, siteId, action: "ping", description: "handed over before a crash", priority: "low", status: "queued",
       createdBy: owner.email, createdAt, updatedAt: createdAt, deadlineAt: new Date(Date.now() + 600_000).toISOString(),
     });
-    await new Promise((r) => setTimeout(r, 200));
+    // Nothing but the cron can move it: its hub holds no run for it.
+    expect(await hubSql(siteId, "SELECT job_id FROM job_runs WHERE job_id = ?", jobId)).toEqual([]);
     expect((await getJob(owner.token, jobId)).status).toBe("queued");
 
     await runCron();
@@ -232,7 +249,8 @@ describe("jobs: the cron safety net", () => {
     expect(sent.started_at).not.toBeNull();
     expect(sent.executions.map((e: { device_id: string }) => e.device_id).sort()).toEqual(sims.map((s) => s.device_id).sort());
     await finishSimulated(siteId);
-    const done = await jobReaches(owner.token, jobId, "completed");
+    const done = await jobNow(owner.token, siteId, jobId);
+    expect(done.status).toBe("completed");
     expect(done.result).toEqual({ total: 2, succeeded: 2, failed: 0, cancelled: 0, pending: 0 });
 
     await runCron();
@@ -244,7 +262,7 @@ describe("jobs: the cron safety net", () => {
     const { owner, siteId } = await siteWithOperator();
     await registerDevice(owner.token, siteId, { device_id: unique("POS-") });
     const jobId = (await createJob(owner.token, siteId, { action: "ping", deadline_s: 30 })).json.job_id;
-    await jobReaches(owner.token, jobId, "sent");
+    await sentByHub(owner.token, siteId, jobId);
     await hubSql(siteId, "DELETE FROM job_runs WHERE job_id = ?", jobId);
     await hubSql(siteId, "DELETE FROM job_targets WHERE job_id = ?", jobId);
     await db().update(schema.jobs).set({ deadlineAt: new Date(Date.now() - 1000).toISOString() }).where(eq(schema.jobs.jobId, jobId));
@@ -296,7 +314,9 @@ describe("jobs: access, validation and lists", () => {
     expect(bySite.headers.get("Deprecation")).toBe("true");
 
     // With no devices every job completes at once; filter by status.
-    await eventually(async () => (await call(`/api/v1/jobs?site_id=${siteId}&status=completed`, { token: owner.token })).json.total === 3);
+    await runAlarm(siteId);
+    await flushHub(siteId);
+    expect((await call(`/api/v1/jobs?site_id=${siteId}&status=completed`, { token: owner.token })).json.total).toBe(3);
     expect((await call(`/api/v1/jobs?site_id=${siteId}&status=queued`, { token: owner.token })).json.total).toBe(0);
     expect((await call("/api/v1/jobs?status=nope", { token: owner.token })).status).toBe(422);
     const row = await db().select().from(schema.jobs).where(and(eq(schema.jobs.jobId, ids[0]), eq(schema.jobs.siteId, siteId))).get();

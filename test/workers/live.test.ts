@@ -1,22 +1,31 @@
-import { describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, db, eventually, signup } from "./helpers";
+import { healthAt } from "../../durable-objects/agents";
+import { call, db, eventually, fetchChecked, signup } from "./helpers";
 import { heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
-import { alarmOf, hub, runAlarm, simulatedDevice } from "./agents-helpers";
+import { agentRow, alarmOf, hub, runAlarm, simulatedDevice } from "./agents-helpers";
 
 type Event = { seq: number; type: string; site_id: string; ts: string; data: any };
+
+/** Every socket and stream a test opened, closed after it whether it passed or not. */
+const opened: { close(): unknown }[] = [];
+afterEach(async () => {
+  for (const o of opened.splice(0)) {
+    try { await o.close(); } catch { /* already closed */ }
+  }
+});
 
 /** Opens the site's WebSocket through the Worker, like a client would. */
 async function subscribe(path: string, token?: string) {
   const headers = new Headers({ Upgrade: "websocket" });
   if (token) headers.set("Authorization", `Bearer ${token}`);
-  const res = await exports.default.fetch(new Request(`http://fleet.test${path}`, { headers }));
+  const res = await fetchChecked(new Request(`http://fleet.test${path}`, { headers }));
   const ws = res.webSocket;
   if (!ws) return { status: res.status, body: await res.json<{ detail: string }>(), ws: undefined, messages: [] as Event[], raw: [] as string[] };
   ws.accept();
+  opened.push({ close: () => ws.close(1000, "test over") });
   const messages: Event[] = [];
   const raw: string[] = [];
   ws.addEventListener("message", (e) => {
@@ -24,6 +33,18 @@ async function subscribe(path: string, token?: string) {
     try { messages.push(JSON.parse(e.data as string)); } catch { /* pong */ }
   });
   return { status: res.status, body: undefined, ws, messages, raw };
+}
+
+/**
+ * Sets when the hub last ran its 2-second health tick. An hour ahead, no tick comes due by the wall
+ * clock until the test runs the alarm itself; 2 s back, the tick is due on the next alarm the test runs.
+ */
+async function setLastTick(siteId: string, at: number) {
+  await runInDurableObject(hub(siteId), (instance) => {
+    const runtime = (instance as unknown as { agentRuntime?: { lastTickMs?: number } }).agentRuntime;
+    if (typeof runtime?.lastTickMs !== "number") throw new Error("SiteHub no longer keeps agentRuntime.lastTickMs: update setLastTick");
+    runtime.lastTickMs = at;
+  });
 }
 
 const statusEvents = (messages: Event[], deviceId: string) => messages.filter((m) => m.type === "device.status" && m.data.device_id === deviceId);
@@ -43,7 +64,6 @@ describe("live channel: WebSocket", () => {
     expect((await subscribe(`/api/v1/sites/${siteId}/ws?since=-1`, owner.token)).status).toBe(422);
     const ok = await subscribe(`/api/v1/sites/${siteId}/ws`, owner.token);
     expect(ok.status).toBe(101);
-    ok.ws!.close(1000, "done");
   });
 
   it("delivers device.status in order, and replays what a reconnecting client missed", async () => {
@@ -78,7 +98,6 @@ describe("live channel: WebSocket", () => {
     await eventually(async () => again.raw.includes("pong"));
     again.ws!.send("what?");
     await eventually(async () => again.messages.some((m) => m.type === "stream.error"));
-    again.ws!.close(1000, "bye");
   });
 
   it("says so when the replay point is older than the ring", async () => {
@@ -92,7 +111,6 @@ describe("live channel: WebSocket", () => {
     const first = await eventually(async () => s.messages[0]);
     expect(first).toMatchObject({ type: "stream.truncated", data: { requested_since: 1 } });
     expect(s.messages[1].seq).toBe(first.seq + 1);
-    s.ws!.close();
   });
 
   it("accepts a one-use ticket instead of the token", async () => {
@@ -110,7 +128,6 @@ describe("live channel: WebSocket", () => {
     expect((await subscribe(`/api/v1/sites/${other.siteId}/ws?ticket=${res.json.ticket}`)).status).toBe(401);
     const s = await subscribe(`/api/v1/sites/${siteId}/ws?ticket=${res.json.ticket}`);
     expect(s.status).toBe(101);
-    s.ws!.close();
     expect((await subscribe(`/api/v1/sites/${siteId}/ws?ticket=${res.json.ticket}`)).status).toBe(401);
 
     const stale = await call(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: owner.token });
@@ -137,17 +154,21 @@ describe("live channel: costs", () => {
     await heartbeat(a.device_id, a.api_key);
     await heartbeat(b.device_id, b.api_key);
     const s = await subscribe(`/api/v1/sites/${siteId}/ws`, owner.token);
-    await runAlarm(siteId); // a tick now: the next one is due 2 s later
+    await runAlarm(siteId); // a tick now
+    // The next tick would be due 2 s later by the wall clock; hold it so the six heartbeats below
+    // cannot be split by an alarm firing on its own, and the tick runs only when the test says.
+    await setLastTick(siteId, Date.now() + 3_600_000);
     for (let i = 0; i < 3; i++) {
       await heartbeat(a.device_id, a.api_key);
       await heartbeat(b.device_id, b.api_key);
     }
+    // Nothing else is due soon either (presence expiry is 30 s out): the only tick is the one run here.
+    expect(await alarmOf(siteId)).toBeGreaterThan(Date.now() + 20_000);
     await runAlarm(siteId);
     const beats = await eventually(async () => { const m = s.messages.filter((e) => e.type === "device.heartbeat"); return m.length > 0 && m; });
     expect(beats).toHaveLength(1);
     expect(beats[0].data.count).toBe(2);
     expect(beats[0].data.devices.map((x: { device_id: string }) => x.device_id).sort()).toEqual([a.device_id, b.device_id].sort());
-    s.ws!.close();
   });
 
   it("an idle site has no alarm; a subscriber starts 2-second health checks, which stop when it leaves", async () => {
@@ -169,9 +190,18 @@ describe("live channel: costs", () => {
     const wake = await alarmOf(siteId);
     expect(wake).not.toBeNull();
     expect(wake!).toBeLessThanOrEqual(Date.now() + 2_000);
+    // Settling above ran a tick moments ago; make this alarm the one whose tick is due instead of
+    // waiting for the wall clock to get there.
+    await setLastTick(siteId, Date.now() - 2_000);
     expect(await runAlarm(siteId)).toBe(true);
-    const health = await eventually(async () => s.messages.find((m) => m.type === "agent.health"));
-    expect(health.data.checks).toEqual([expect.objectContaining({ device_id: d.device_id, status: expect.stringMatching(/healthy|unhealthy/), state: "idle" })]);
+    const health = await eventually(async () => s.messages.find((m) => m.type === "agent.health"), 1000);
+    // The health model is a pure function of the agent and the time: the check must be exactly it.
+    const expected = healthAt((await agentRow(siteId, d.device_id))!, Date.parse(health.data.checked_at));
+    expect(health.data.checks).toEqual([{
+      device_id: d.device_id, state: "idle", status: expected.status, response_time_ms: expected.response_time_ms,
+      cpu_usage_percent: expected.metrics.cpu_usage_percent, memory_usage_percent: expected.metrics.memory_usage_percent,
+      ...(expected.error ? { error: expected.error } : {}),
+    }]);
     expect((await alarmOf(siteId))!).toBeLessThanOrEqual(Date.now() + 2_500);
 
     s.ws!.close(1000, "leaving");
@@ -187,22 +217,50 @@ describe("live channel: costs", () => {
 });
 
 describe("live channel: server-sent events", () => {
-  async function readUntil(res: Response, predicate: (text: string) => boolean, timeoutMs = 3000) {
+  /**
+   * One reader drains the stream into a buffer for the whole test, so no read is ever abandoned
+   * (an abandoned read would swallow the chunk it later receives); waiting only looks at the buffer.
+   */
+  function sse(res: Response) {
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
     let text = "";
-    const deadline = Date.now() + timeoutMs;
-    while (!predicate(text)) {
-      if (Date.now() > deadline) throw new Error(`stream did not deliver in time: ${text}`);
-      const { value, done } = await Promise.race([
-        reader.read(),
-        new Promise<{ value: undefined; done: false }>((r) => setTimeout(() => r({ value: undefined, done: false }), 200)),
-      ]);
-      if (done) break;
-      if (value) text += decoder.decode(value, { stream: true });
-    }
-    await reader.cancel();
-    return text;
+    let ended = false;
+    let wake: (() => void) | undefined;
+    const pump = (async () => {
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          text += decoder.decode(value, { stream: true });
+          wake?.();
+        }
+      } catch { /* cancelled */ }
+      ended = true;
+      wake?.();
+    })();
+    const stream = {
+      async until(predicate: (text: string) => boolean, timeoutMs = 3000) {
+        const deadline = Date.now() + timeoutMs;
+        while (!predicate(text)) {
+          if (ended) throw new Error(`stream ended before the condition: ${text}`);
+          const left = deadline - Date.now();
+          if (left <= 0) throw new Error(`stream did not deliver in time: ${text}`);
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, left);
+            wake = () => { clearTimeout(timer); resolve(); };
+          });
+          wake = undefined;
+        }
+        return text;
+      },
+      async close() {
+        await reader.cancel().catch(() => undefined);
+        await pump;
+      },
+    };
+    opened.push(stream);
+    return stream;
   }
 
   const frames = (text: string) => text.split("\n\n").filter((f) => f.startsWith("id: ")).map((f) => {
@@ -217,15 +275,17 @@ describe("live channel: server-sent events", () => {
     const online = ((await hub(siteId).eventsSince(siteId, 0)) as unknown as Event[]).find((e) => e.type === "device.status")!;
     await heartbeat(d.device_id, d.api_key, { status: "error" });
 
-    const res = await exports.default.fetch(new Request(`http://fleet.test/api/v1/sites/${siteId}/events`, {
+    const res = await fetchChecked(new Request(`http://fleet.test/api/v1/sites/${siteId}/events`, {
       headers: { Authorization: `Bearer ${owner.token}`, "Last-Event-ID": String(online.seq) },
     }));
     expect(res.status).toBe(200);
     expect(res.headers.get("Content-Type")).toMatch(/^text\/event-stream/);
-    const pending = readUntil(res, (t) => frames(t).some((f) => f.event.data?.status === "online" && f.id > online.seq));
-    await new Promise((r) => setTimeout(r, 50));
+    const stream = sse(res);
+    // The replayed event first; then the stream is live and the next change must arrive on it.
+    await stream.until((t) => frames(t).some((f) => f.event.data?.status === "error"));
     await heartbeat(d.device_id, d.api_key);
-    const got = frames(await pending);
+    const got = frames(await stream.until((t) => frames(t).some((f) => f.event.data?.status === "online" && f.id > online.seq)));
+    await stream.close();
     expect(got[0].id).toBe(online.seq + 1);
     expect(got.map((f) => f.id)).toEqual(got.map((f) => f.event.seq));
     const statuses = got.filter((f) => f.event.type === "device.status").map((f) => f.event.data.status);

@@ -110,6 +110,8 @@ export const PushResponse = z
       message: z.string(),
       device_id: z.string(),
       timestamp: z.string(),
+      state: STATE.optional().openapi({ description: "Simulated agents: the agent's lifecycle state after the push" }),
+      config_version: z.string().optional().openapi({ description: "Simulated agents: the configuration version running after the push" }),
       target_version: z.string().optional(),
       health_check: HealthRecordSchema.optional(),
       result: z.record(z.string(), z.unknown()).optional(),
