@@ -5,7 +5,8 @@ import * as schema from "../../src/db/schema";
 import { call, db, signup } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator, telemetry } from "./device-helpers";
 import { agentRow, hub, liveEvents, push, setAgent, simulatedDevice, stepAgent } from "./agents-helpers";
-import { healthAt, simulatedDiagnostics, type DiagnosticComponent } from "../../durable-objects/agents";
+import { healthAt, simulatedDiagnostics } from "../../durable-objects/agent-model";
+import type { DiagnosticComponent } from "../../src/shared/vocabulary";
 
 const HEALTH_FIELDS = ["status", "config_version", "last_restart", "response_time_ms", "device_info", "services", "metrics"];
 

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { healthAt } from "../../durable-objects/agents";
+import { healthAt } from "../../durable-objects/agent-model";
 import { call, db, eventually, fetchChecked, signup } from "./helpers";
 import { heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
 import { agentRow, alarmOf, hub, runAlarm, simulatedDevice } from "./agents-helpers";

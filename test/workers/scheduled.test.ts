@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { env } from "cloudflare:workers";
 import { eq, inArray, like } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { COMMAND_RETENTION_MS } from "../../durable-objects/commands";
+import { COMMAND_RETENTION_MS } from "../../src/shared/vocabulary";
 import { CLAIM_FAILURE_WINDOW_MS } from "../../src/services/intents";
 import { db, signup, unique } from "./helpers";
 import { runCron } from "./commands-helpers";
