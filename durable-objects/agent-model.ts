@@ -23,7 +23,7 @@ export const BACKFILL_MAX_MS = 24 * 3_600_000;
 
 export type ServiceStatus = "running" | "connected" | "online" | "error" | "disconnected" | "offline";
 
-/** The specification's Device health record (every field), plus when it was taken. */
+/** A full device health record (every field of the API's DeviceHealthRecord), plus when it was taken. */
 export interface HealthRecord {
   status: "healthy" | "unhealthy";
   config_version: string;

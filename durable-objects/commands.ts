@@ -18,7 +18,7 @@ import { isoOrNull } from "../src/shared/time";
  * published to the live channel as `command.updated`.
  *
  * Simulated devices have no agent outside the hub: their commands are delivered and acknowledged at
- * once and finish after a simulated run time with the specification's results.
+ * once and finish after a simulated run time with a plausible result (see `simulatedRun`).
  */
 export const COMMANDS_SCHEMA = `
   CREATE TABLE IF NOT EXISTS commands (

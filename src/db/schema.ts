@@ -148,8 +148,9 @@ export const enrolmentIntents = sqliteTable("enrolment_intents", {
   index("enrolment_intents_status_expiry_idx").on(t.status, t.expiresAt),
 ]);
 
-// Failed enrolment claims per intent id in a fixed window (rate limit, DESIGN.md §3 Enrolment). Keyed
-// by the id as sent, whether or not such an intent exists, so a 429 reveals nothing either.
+// Failed enrolment claims per intent id in a fixed window: a rate limit, so a claim token cannot be
+// guessed by trying. Keyed by the id as sent, whether or not such an intent exists, so a 429 reveals
+// nothing either.
 export const enrolmentClaimFailures = sqliteTable("enrolment_claim_failures", {
   intentId: text("intent_id").primaryKey(),
   windowStartedAt: text("window_started_at").notNull(),
@@ -198,11 +199,11 @@ export const jobExecutions = sqliteTable("job_executions", {
   index("job_executions_command_idx").on(t.commandId),
 ]);
 
-// Where each device command lives. Commands are kept in their site's SiteHub (DESIGN.md §3
-// Commands), so a bare command id (GET /api/v1/commands/{id}, cancel) is resolved to its site and
-// device here. Written when a command is queued and closed when it finishes, both batched by the
-// hub, never on a device's poll; `closed_at IS NULL AND expires_at < now` lets the cron find hubs
-// whose commands outlived their TTL.
+// Where each device command lives. Commands are kept in their site's SiteHub, so a device's poll or
+// ack never waits on D1 (docs/architecture.md), and a bare command id (GET /api/v1/commands/{id},
+// cancel) is resolved to its site and device here. Written when a command is queued and closed when
+// it finishes, both batched by the hub, never on a device's poll; `closed_at IS NULL AND
+// expires_at < now` lets the cron find hubs whose commands outlived their TTL.
 export const commandIndex = sqliteTable("command_index", {
   commandId: text("command_id").primaryKey(),
   siteId: text("site_id").notNull(),
@@ -318,7 +319,9 @@ export const errorLogs = sqliteTable("error_logs", {
   createdAt: createdAt(),
 }, (t) => [index("error_logs_created_idx").on(t.createdAt)]);
 
-// The latest sample per device; the history lives in the site's SiteHub (DESIGN.md §4).
+// The latest sample per device; the history lives in the site's SiteHub, because a device's history
+// (~26k rows over 90 days at delta storage) would not fit one shared database for a whole fleet
+// (docs/architecture.md, "Where data lives").
 export const deviceMetrics = sqliteTable("device_metrics", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   deviceId: text("device_id").notNull(),
@@ -354,10 +357,11 @@ export const wsTickets = sqliteTable("ws_tickets", {
   expiresAt: text("expires_at").notNull(),
 });
 
-// The agents projection (DESIGN.md §3 "Live state lives in the SiteHub"): each device's agent lifecycle
-// state, config version and last health check, written by the site's SiteHub on transitions only, so
-// `GET /agents` reads one table instead of calling every site's Durable Object. Device fields (type,
-// status, site) come from `devices`; a device without a row has never changed state (idle/derived).
+// The agents projection (the live agent state itself lives in the site's SiteHub): each device's
+// agent lifecycle state, config version and last health check, written by the site's SiteHub on
+// transitions only, so `GET /agents` reads one table instead of calling every site's Durable Object.
+// Device fields (type, status, site) come from `devices`; a device without a row has never changed
+// state (idle/derived).
 export const agents = sqliteTable("agents", {
   deviceId: text("device_id").primaryKey(),
   siteId: text("site_id").notNull(),

@@ -2,9 +2,10 @@ import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../env";
 import { requestLogFor } from "../services/request-log";
 
-// Health and metrics endpoints are not logged (spec: Events 3). A terminal's heartbeats, telemetry
-// and command polls are its health and metrics signals, arrive every 10–15 s from every device, and
-// are counted by the site's hub instead: logging them would put a D1 write behind every device call.
+// Health and metrics endpoints are not logged: they are probes and signals rather than API use, and
+// would fill the log with the service's own monitoring. A terminal's heartbeats, telemetry and
+// command polls are its health and metrics signals, arrive every 10–15 s from every device, and are
+// counted by the site's hub instead: logging them would put a D1 write behind every device call.
 const UNLOGGED = [
   /^\/health$/, /^\/status$/, /^\/version$/, /^\/api\/v1\/health\//, /^\/api\/v1\/metrics\//, /^\/metrics/,
   /^(\/api\/v1)?\/agent\/(heartbeat|telemetry)$/, /^\/api\/v1\/analytics\/device-metrics$/, /^(\/api\/v1)?\/devices\/pending$/,

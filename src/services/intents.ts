@@ -11,9 +11,9 @@ import { publishSiteEvent } from "./live";
 import { decoyVerify, hashSecret, verifySecret } from "./passwords";
 
 /**
- * Enrolment intents (specification: Enrolment intent; DESIGN.md §3 Enrolment): an operator
- * pre-provisions a device slot on a site and hands a one-time claim token to whoever installs the
- * terminal; the terminal claims the intent with the token and receives its device id and api_key.
+ * Enrolment intents: an operator pre-provisions a device slot on a site and hands a one-time claim
+ * token to whoever installs the terminal; the terminal claims the intent with the token and receives
+ * its device id and api_key.
  *
  * Every state change is one conditional statement (keyed on the status — and, where it matters, the
  * token hash — the caller saw) inside a `db.batch`, paired with its audit row, so concurrent calls
@@ -321,7 +321,10 @@ const onlyFromPending = (status: IntentStatus) =>
     ? "Status can only be changed while the intent is pending; it is approved (revoke an approved intent with POST .../revoke)"
     : `Status can only be changed while the intent is pending; it is ${status}`;
 
-/** PUT status: approved, rejected or revoked, only from pending (specification: 400 otherwise). */
+/**
+ * PUT status: approved, rejected or revoked, only from pending; any other current status is 400.
+ * An approved intent is withdrawn with `revokeIntent` (POST …/revoke) instead.
+ */
 export function changeIntentStatus(env: Env, db: Db, siteId: string, intentId: string, status: "approved" | "rejected" | "revoked", actor: Actor, now = new Date()) {
   return transition(env, db, siteId, intentId, {
     from: ["pending"],

@@ -3,7 +3,11 @@ import { apiRequestLogs } from "../db/schema";
 
 export type RequestLogEntry = typeof apiRequestLogs.$inferInsert;
 
-/** Where request-log rows go: D1 locally, Workers Analytics Engine when that binding exists (DESIGN.md §4). */
+/**
+ * Where request-log rows go: D1 locally, Workers Analytics Engine when that binding exists. Every
+ * logged request is a row, which in production would spend D1's write budget on bookkeeping; an
+ * Analytics Engine dataset takes that volume without touching D1.
+ */
 export interface RequestLogSink {
   write(entries: RequestLogEntry[]): Promise<void>;
 }

@@ -5,7 +5,7 @@ export const iso = (ms: number) => new Date(ms).toISOString();
 export const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
 
 /**
- * Where the current time comes from. The hub and services take one instead of reading the system
+ * Where the current time comes from. The site hub reads its time from one instead of the system
  * clock, so tests can move time (see `test/workers/clock.ts`) instead of editing stored state.
  */
 export interface Clock {

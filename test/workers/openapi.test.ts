@@ -19,7 +19,7 @@ const METHODS = ["get", "post", "put", "patch", "delete"];
 // The documentation pages are documented operations too.
 const DOC_PAGES = new Set<string>();
 
-// DESIGN.md §3 Auth matrix: the only operations that may go without credentials.
+// Auth matrix: the only operations that may go without credentials.
 const UNAUTHENTICATED = [
   "GET /", "GET /health", "GET /status", "GET /version", "GET /docs", "GET /redoc", "GET /openapi.json",
   "GET /api/v1/health/status", "GET /api/v1/health/system-pulse",
@@ -29,7 +29,7 @@ const UNAUTHENTICATED_PATTERNS = [/^POST \/.*\/claim$/, /^POST \/(api\/v1\/)?dev
 const mayBeAnonymous = (op: string) => UNAUTHENTICATED.includes(op) || UNAUTHENTICATED_PATTERNS.some((re) => re.test(op));
 
 const SERVICE_ROOT = new Set(["/", "/health", "/status", "/version", "/docs", "/redoc", "/openapi.json"]);
-// DESIGN.md §3 Path forms: device-side paths of the replaced service that keep answering under /api/v1.
+// Path forms: device-side paths of the replaced service that keep answering under /api/v1.
 const V1_COMPATIBILITY = [
   /^\/api\/v1\/agent\/(device-dna|heartbeat|telemetry)$/,
   /^\/api\/v1\/devices\/\{[^}]+\}\/commands\/\{[^}]+\}\/ack$/,
@@ -141,7 +141,7 @@ describe("OpenAPI document", () => {
     }
   });
 
-  it("marks unversioned paths deprecated, and versioned ones only when DESIGN lists them as compatibility forms", () => {
+  it("marks unversioned paths deprecated, and versioned ones only when they are compatibility forms of the replaced service", () => {
     for (const { key, path, op } of operations()) {
       const unversioned = !path.startsWith("/api/") && !SERVICE_ROOT.has(path);
       if (unversioned) expect(op.deprecated, key).toBe(true);

@@ -53,7 +53,7 @@ export function agentsRoutes(mount: MountOptions) {
       method: "post", path: "/{device_id}/push", auth: "user", deprecated, tags: TAGS,
       summary: "Push to an agent (operator)",
       description: [
-        "Every body form of the specification is accepted; unknown fields or actions are 422.",
+        "Every body form existing clients send is accepted (notification, config push, `config_version`, action); unknown fields or actions are 422.",
         "Simulated agents act at once: a notification is `delivered`; a config push (or `config_version`, or action `update`) with a new version is `accepted` and runs the update lifecycle idle → downloading → updating → restarting → health_check → ready over some seconds (watch `agent.state` on the live channel), or fails back to idle with an error health record; the same version is `up_to_date`; while an update runs a different one is 409 unless `force`. Actions `restart`, `health_check`, `ping`, `backup`, `clear_cache` are `completed` with their result.",
         "For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`.",
       ].join("\n\n"),

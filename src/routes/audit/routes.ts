@@ -25,7 +25,7 @@ const AuditEvent = z
     device_id: z.string().nullable(),
     site_id: z.string().nullable(),
     event_metadata: z.record(z.string(), z.unknown()),
-    metadata: z.record(z.string(), z.unknown()).openapi({ description: "Same as event_metadata (the specification's second shape)" }),
+    metadata: z.record(z.string(), z.unknown()).openapi({ description: "Same as event_metadata, under the name some clients read" }),
     ip_address: z.string().nullable(),
     user_agent: z.string().nullable(),
     session_id: z.string().nullable(),

@@ -127,7 +127,7 @@ authRoutes.openapi(
     auth: "admin",
     tags: ["Auth"],
     summary: "Delete a user (administrators)",
-    description: "Removes the user and their site and tenant memberships. An unknown e-mail answers 401, as the specification fixes.",
+    description: "Removes the user and their site and tenant memberships. An unknown e-mail answers 401, not 404, as the service this one replaces answered; existing clients rely on it.",
     request: { params: s.EmailParam },
     responses: { 200: jsonResponse(s.DeleteUserResponse, "User deleted") },
   }),

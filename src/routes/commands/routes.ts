@@ -112,7 +112,7 @@ export function deviceCommandRoutes(mount: MountOptions) {
     apiRoute({
       method: "put", path: "/{command_id}/status", auth: "device", deprecated: true, tags: TAGS,
       summary: "Report a command's result (compatibility path)",
-      description: `The specification's path (\`PUT /devices/{command_id}/status\`); successor \`PUT /api/v1/commands/{command_id}/status\`. ${STATUS_DESCRIPTION}`,
+      description: `Compatibility path (\`PUT /devices/{command_id}/status\`) that existing device agents call; successor \`PUT /api/v1/commands/{command_id}/status\`. ${STATUS_DESCRIPTION}`,
       request: { params: s.CommandParams, ...jsonBody(s.StatusBody) },
       responses: { 200: jsonResponse(s.CommandSchema, "The finished command") },
       errors: [404, 409],
@@ -126,7 +126,7 @@ export function deviceCommandRoutes(mount: MountOptions) {
   return app;
 }
 
-/** `/api/v1/commands/...` and the specification's unversioned `/commands/...`. */
+/** `/api/v1/commands/...` and the deprecated unversioned `/commands/...`. */
 export function commandRoutes(mount: MountOptions) {
   const app = newRouter();
   const deprecated = mount.deprecated || undefined;

@@ -85,7 +85,7 @@ export function deviceCallRoutes(mount: MountOptions) {
   return app;
 }
 
-/** `POST /api/v1/analytics/device-metrics`: the specification's analytics path for the same telemetry. */
+/** `POST /api/v1/analytics/device-metrics`: the same telemetry under the analytics path, which existing device agents call. */
 export function deviceMetricsRoutes() {
   const app = newRouter();
   app.use("*", deviceBodyLimit);

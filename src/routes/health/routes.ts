@@ -125,7 +125,7 @@ const StressQuery = z.object({
 
 healthRoutes.openapi(
   apiRoute({ method: "post", path: "/stress-test", auth: "admin", tags: TAGS, summary: "Bounded stress test (administrators)",
-    description: "Differs from the specification on purpose: a Worker has no background processes and one isolate per request, so the test runs inside this request, is limited to 30 s and 64 MB (the isolate has 128 MB), hashes in short bursts that stay inside the Worker CPU limit (`cpu_cores` > 1 cannot apply and only scales the burst size to 1/cores of full), and is restricted to administrators because it is a load generator.",
+    description: "Runs inside the request on purpose: a Worker has no background processes and one isolate per request, so the test runs inside this request, is limited to 30 s and 64 MB (the isolate has 128 MB), hashes in short bursts that stay inside the Worker CPU limit (`cpu_cores` > 1 cannot apply and only scales the burst size to 1/cores of full), and is restricted to administrators because it is a load generator.",
     request: { query: StressQuery },
     responses: { 200: jsonResponse(z.object({ message: z.string(), duration_s: z.number(), memory_mb: z.number(), hash_iterations: z.number().int(), ticks: z.number().int() }), "Completed") } }),
   async (c) => {

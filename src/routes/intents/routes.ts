@@ -102,8 +102,8 @@ siteIntentRoutes.openapi(
     tags: TAGS,
     summary: "Approve, reject or revoke a pending intent (operator)",
     description:
-      "Sets `status` to `approved` (the token becomes claimable), `rejected` or `revoked`. As the specification says, " +
-      "the status can only change while the intent is `pending`; any other current status (including `approved`) " +
+      "Sets `status` to `approved` (the token becomes claimable), `rejected` or `revoked`. " +
+      "The status can only change while the intent is `pending`; any other current status (including `approved`) " +
       "answers 400. Operators also need to withdraw an intent that is already approved (the operator UI offers Revoke " +
       "for approved intents), so this service adds `POST /api/v1/sites/{site_id}/enrolment-intents/{intent_id}/revoke`, " +
       "which revokes pending **and** approved intents. An intent whose `expires_at` has passed is expired first (400).",
@@ -129,7 +129,7 @@ siteIntentRoutes.openapi(
     tags: TAGS,
     summary: "Revoke a pending or approved intent (operator)",
     description:
-      "Service addition (not in the specification): the specification's PUT only changes a `pending` intent, but " +
+      "The PUT on an intent only changes a `pending` intent, but " +
       "operators must be able to withdraw an `approved` intent whose token may have leaked. Revocation is final; any " +
       "other status answers 400.",
     request: { params: s.IntentParams },

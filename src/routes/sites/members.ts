@@ -6,7 +6,7 @@ import * as s from "./schema";
 
 const TAGS = ["Site members"];
 
-/** Site membership management (DESIGN.md §3 Auth matrix): viewers read, owners change. */
+/** Site membership management: viewers read, owners change (roles rank viewer < operator < owner; see src/services/access.ts). */
 export const siteMemberRoutes = newRouter();
 
 siteMemberRoutes.openapi(
