@@ -62,7 +62,7 @@ export function deviceCommandRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/{device_id}/commands", auth: "user", deprecated, tags: TAGS,
       summary: "Queue a command for a device (operator)",
-      description: `Operator role on the device's site (administrators: any site). \`REBOOT\` → \`restart\` and \`UPDATE_CONFIG\` → \`update_config\` in any case. ${LEASE_NOTE} At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → \`reboot_time_seconds\`, update_config → \`applied_settings\`, ping → \`latency_ms\` (5–50), shutdown → \`powered_off\`; any other type fails on a simulated agent.`,
+      description: `Operator role on the device's site (administrators: every site). \`REBOOT\` → \`restart\` and \`UPDATE_CONFIG\` → \`update_config\` in any case. ${LEASE_NOTE} At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → \`reboot_time_seconds\`, update_config → \`applied_settings\`, ping → \`latency_ms\` (5–50), shutdown → \`powered_off\`; any other type fails on a simulated agent.`,
       request: { params: s.DeviceParams, headers: s.IdempotencyHeaders, ...jsonBody(s.QueueCommandBody) },
       responses: { 201: jsonResponse(s.CommandSchema, "The queued command (or, for a repeated Idempotency-Key, the one it created)") },
       errors: [403, 404, 409, 429],
