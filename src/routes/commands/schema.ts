@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { COMMAND_STATUSES, DEFAULT_COMMAND_TTL_S as DEFAULT_TTL_S, MAX_COMMAND_TTL_S as MAX_TTL_S, MAX_POLL_WAIT_S as MAX_WAIT_S, normaliseCommandType } from "../../shared/vocabulary";
 import { AckBodySchema, CommandRecordSchema } from "../../shared/hub-contract";
-import { DeviceIdSchema } from "../devices/schema";
+import { DeviceParams } from "../devices/schema";
 
 const MAX_PAYLOAD_BYTES = 32 * 1024;
 
@@ -10,7 +10,7 @@ export const CommandIdSchema = z.string().min(1).max(64).regex(/^[A-Za-z0-9-]+$/
 export const CommandParams = z.object({
   command_id: CommandIdSchema.openapi({ param: { name: "command_id", in: "path" }, example: "0f8fad5b-d9cb-469f-a165-70867728950e" }),
 });
-export const DeviceParams = z.object({ device_id: DeviceIdSchema.openapi({ param: { name: "device_id", in: "path" }, example: "POS-001" }) });
+export { DeviceParams };
 export const DeviceCommandParams = DeviceParams.merge(CommandParams);
 
 /** The command record is the hub contract's: the API shows exactly what the hub keeps. */

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { StoreDecisionSchema } from "../../shared/hub-contract";
 
 const percent = (name: string) => z.number().min(0).max(100).openapi({ description: `${name}, 0–100 %` });
 
@@ -48,15 +49,11 @@ export const TelemetryBody = z
   .union([TelemetrySample, z.array(TelemetrySample).min(1).max(100)])
   .openapi("Telemetry", { description: "One sample, or a batch of up to 100 (oldest first)" });
 
-const StoreDecision = z.object({
-  stored: z.boolean(),
-  reason: z.enum(["first_sample", "snapshot_interval", "changed", "unchanged"]),
-});
 
 export const TelemetryResponse = z
   .union([
-    StoreDecision.extend({ device_id: z.string(), server_time: z.string() }),
-    z.object({ device_id: z.string(), results: z.array(StoreDecision), stored_count: z.number().int(), server_time: z.string() }),
+    StoreDecisionSchema.extend({ device_id: z.string(), server_time: z.string() }),
+    z.object({ device_id: z.string(), results: z.array(StoreDecisionSchema), stored_count: z.number().int(), server_time: z.string() }),
   ])
   .openapi("TelemetryResult", { description: "What happened to the sample (per sample for a batch): stored as first after restart, as the periodic snapshot, because it changed by more than the threshold, or not stored because unchanged" });
 

@@ -1,11 +1,11 @@
 import { z } from "@hono/zod-openapi";
-import { SiteIdSchema } from "../sites/schema";
+import { SiteIdSchema, SiteParams } from "../sites/schema";
 import type { DeviceRow } from "../../services/devices";
 
 export const DeviceIdSchema = z.string().min(1).max(128).regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/, "Letters, digits, '.', '_', ':' and '-' only");
 
 export const DeviceParams = z.object({ device_id: DeviceIdSchema.openapi({ param: { name: "device_id", in: "path" }, example: "POS-001" }) });
-export const SiteDeviceParams = z.object({ site_id: SiteIdSchema.openapi({ param: { name: "site_id", in: "path" }, example: "STORE-001" }) });
+export { SiteParams };
 
 const DEVICE_TYPE = z.string().min(1).max(64).openapi({ description: "e.g. pos_terminal, tablet, virtual_terminal, mobile_scanner, POS", example: "pos_terminal" });
 

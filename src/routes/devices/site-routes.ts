@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
 import { authorizeSite } from "../../services/access";
 import { createBootstrapKey, revokeBootstrapKey, siteStats } from "../../services/devices";
-import { SiteDeviceParams } from "./schema";
+import { SiteParams } from "./schema";
 
 const TAGS = ["Enrolment"];
 
@@ -28,7 +28,7 @@ siteEnrolmentRoutes.openapi(
     method: "post", path: "/{site_id}/bootstrap-key", auth: "user", tags: TAGS,
     summary: "Create the site's bootstrap key (operator)",
     description: "Devices use it with `POST /api/v1/devices/bootstrap-provision` to enrol themselves. The key is shown once and replaces (revokes) any previous key.",
-    request: { params: SiteDeviceParams },
+    request: { params: SiteParams },
     responses: { 201: jsonResponse(BootstrapKey, "The new key") },
     errors: [403, 404],
   }),
@@ -45,7 +45,7 @@ siteEnrolmentRoutes.openapi(
     method: "delete", path: "/{site_id}/bootstrap-key", auth: "user", tags: TAGS,
     summary: "Revoke the site's bootstrap key (operator)",
     description: "Self-enrolment with the key stops at once; devices already enrolled keep working. 404 when the site has no active key.",
-    request: { params: SiteDeviceParams },
+    request: { params: SiteParams },
     responses: { 200: jsonResponse(z.object({ site_id: z.string(), revoked_at: z.string() }), "Revoked") },
     errors: [403, 404],
   }),
@@ -61,7 +61,7 @@ siteEnrolmentRoutes.openapi(
   apiRoute({
     method: "get", path: "/{site_id}/stats", auth: "user", tags: TAGS,
     summary: "Registered devices by enrolment method",
-    request: { params: SiteDeviceParams },
+    request: { params: SiteParams },
     responses: { 200: jsonResponse(SiteStats, "Counts") },
     errors: [403, 404],
   }),

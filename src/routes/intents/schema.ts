@@ -1,12 +1,10 @@
 import { z } from "@hono/zod-openapi";
-import { SiteIdSchema } from "../sites/schema";
+import { SiteParams } from "../sites/schema";
 import { DEFAULT_EXPIRES_IN_HOURS, INTENT_STATUSES, MAX_EXPIRES_IN_HOURS, toIntentView, type IntentRow } from "../../services/intents";
 
 const IntentIdSchema = z.string().min(1).max(64);
 
-export const SiteParams = z.object({
-  site_id: SiteIdSchema.openapi({ param: { name: "site_id", in: "path" }, example: "STORE-001" }),
-});
+export { SiteParams };
 
 export const IntentParams = SiteParams.extend({
   intent_id: IntentIdSchema.openapi({ param: { name: "intent_id", in: "path" }, example: "3f1c2d9e-5b8a-4c7d-9e21-0a6b4f8d2c11" }),

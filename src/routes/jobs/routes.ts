@@ -17,7 +17,7 @@ export function siteJobRoutes(mount: MountOptions) {
       method: "post", path: "/{site_id}/jobs", auth: "user", deprecated, tags: TAGS,
       summary: "Create a job for a site (operator)",
       description: `Targets every active device of the site, or \`target_device_ids\`, or the devices of \`device_type\`. ${LIFECYCLE}`,
-      request: { params: s.SiteJobParams, ...jsonBody(s.CreateJobBody) },
+      request: { params: s.SiteParams, ...jsonBody(s.CreateJobBody) },
       responses: { 201: jsonResponse(s.CreateJobResponse, "Queued") },
       errors: [403, 404],
     }),

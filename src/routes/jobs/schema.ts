@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { DEFAULT_JOB_DEADLINE_S as DEFAULT_DEADLINE_S } from "../../shared/vocabulary";
 import { JobCountsSchema } from "../../shared/hub-contract";
 import { DeviceIdSchema } from "../devices/schema";
-import { SiteIdSchema } from "../sites/schema";
+import { SiteIdSchema, SiteParams } from "../sites/schema";
 import type { ExecutionRow, JobRow } from "../../services/jobs";
 import { countExecutions } from "../../services/jobs";
 
@@ -11,7 +11,7 @@ export const JOB_STATUSES = ["queued", "sent", "completed", "failed", "cancelled
 export const JobParams = z.object({
   job_id: z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/).openapi({ param: { name: "job_id", in: "path" }, example: "job-3f9a1c0b7d2e" }),
 });
-export const SiteJobParams = z.object({ site_id: SiteIdSchema.openapi({ param: { name: "site_id", in: "path" }, example: "STORE-001" }) });
+export { SiteParams };
 
 export const CreateJobBody = z
   .object({

@@ -7,22 +7,11 @@ import { requireUser } from "../../middleware/auth";
 import { authorizeSite } from "../../services/access";
 import { channelState, consumeWsTicket, createWsTicket, subscribe } from "../../services/live-subscriptions";
 import { parseSince } from "../../shared/time";
+import { LiveEventSchema } from "../../shared/hub-contract";
 import { SiteParams } from "../sites/schema";
 
 const TAGS = ["Live"];
 
-export const LiveEventSchema = z
-  .object({
-    seq: z.number().int().openapi({ description: "Increases by one per event of the site; resume with ?since=<seq> or Last-Event-ID" }),
-    type: z.string().openapi({
-      description: "device.status, device.heartbeat (coalesced, at most one every 2 s), device.metrics (a stored sample), agent.state, agent.health, agent.push, command.updated, job.updated, intent.updated; control messages: stream.truncated (you missed events older than the replay ring: reload), stream.error",
-      example: "device.status",
-    }),
-    site_id: z.string(),
-    ts: z.string().openapi({ description: "When the event was published (ISO 8601, UTC)" }),
-    data: z.unknown().openapi({ description: "Depends on type; device.status: {device_id, previous, status, reason, at}; agent.state: {device_id, previous, state, config_version, target_version, at, error?}" }),
-  })
-  .openapi("LiveEvent");
 
 const ChannelState = z
   .object({

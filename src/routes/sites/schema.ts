@@ -41,28 +41,7 @@ export const CreateSiteResponse = z
   .object({ message: z.string(), site_id: z.string(), name: z.string() })
   .openapi("CreateSiteResponse");
 
-export const SiteHealthDevice = z.object({
-  device_id: z.string(),
-  name: z.string(),
-  type: z.string(),
-  status: z.string(),
-  ip_address: z.string().nullable(),
-  last_seen: z.string().nullable(),
-});
-
-export const SiteHealth = z
-  .object({
-    site_id: z.string(),
-    total_devices: z.number().int(),
-    healthy_devices: z.number().int(),
-    offline_devices: z.number().int(),
-    error_devices: z.number().int(),
-    health_percentage: z.number(),
-    status_summary: z.string(),
-    devices: z.array(SiteHealthDevice),
-    last_updated: z.string(),
-  })
-  .openapi("SiteHealth");
+export { SiteHealthSchema as SiteHealth } from "../../shared/hub-contract";
 
 export const RoleSchema = z.enum(ROLES);
 
