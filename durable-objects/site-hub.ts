@@ -535,7 +535,6 @@ export class SiteHub extends DurableObject<HubBindings> {
         onAlarm: async (now) => {
           if (now - Number(this.meta("flushed_at") ?? 0) < LAST_SEEN_FLUSH_MS) return;
           this.queueLastSeen(now);
-          await this.outbox.flushQuietly();
         },
       },
       {

@@ -3,7 +3,7 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { and, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, db } from "./helpers";
-import { heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
+import { heartbeat, registerDevice, siteWithOperator, telemetry } from "./device-helpers";
 import { installClock, outboxDepth, siteHubStub, wrapHubDatabase } from "./clock";
 
 const deviceRow = (deviceId: string) => db().select().from(schema.devices).where(eq(schema.devices.deviceId, deviceId)).get();
@@ -54,6 +54,36 @@ describe("the hub's outbox: every write to D1, and none lost while D1 is down", 
     await runDurableObjectAlarm(siteHubStub(siteId));
     expect(await auditsOf(real.device_id, "device_offline")).toHaveLength(1);
     expect(await restartChecks()).toHaveLength(1);
+  });
+  it("keeps coalesced last_seen and the latest sample while D1 fails, and lands them after it recovers", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const device = await registerDevice(owner.token, siteId);
+    const clock = await installClock(siteId);
+    // A long interval, so the minutes this test skips do not also take the device offline.
+    expect((await heartbeat(device.device_id, device.api_key, { heartbeat_interval_s: 300 })).status).toBe(200);
+    const firstSeen = (await deviceRow(device.device_id))!.lastSeen;
+    expect(firstSeen).not.toBeNull();
+    const latestSample = () => db().select().from(schema.deviceMetrics).where(eq(schema.deviceMetrics.deviceId, device.device_id)).get();
+
+    const outage = await wrapHubDatabase(siteId);
+    outage.down = true;
+    clock.advance(30_000);
+    const seenAt = new Date(clock.now()).toISOString();
+    expect((await heartbeat(device.device_id, device.api_key, { heartbeat_interval_s: 300 })).status).toBe(200);
+    expect((await telemetry(device.device_id, device.api_key, { cpu_usage: 42, memory_usage: 50, disk_usage: 60 })).status).toBe(200);
+    clock.advance(61_000);
+    await runDurableObjectAlarm(siteHubStub(siteId));
+    expect(outage.failedBatches).toBeGreaterThan(0);
+    expect(await outboxDepth(siteId)).toBeGreaterThan(0);
+    expect((await deviceRow(device.device_id))!.lastSeen).toBe(firstSeen);
+    expect(await latestSample()).toBeUndefined();
+
+    outage.down = false;
+    clock.advance(120_000);
+    await runDurableObjectAlarm(siteHubStub(siteId));
+    expect(await outboxDepth(siteId)).toBe(0);
+    expect((await deviceRow(device.device_id))!.lastSeen).toBe(seenAt);
+    expect((await latestSample())!.cpuUsage).toBe(42);
   });
 });
 
