@@ -11,7 +11,7 @@
  * `AgentHost`, in the style of CommandQueue and JobRunner.
  */
 import type {
-  AgentDevice, AgentLogEntry, AgentSnapshot, DiagnosticResult, Outcome, PartialHealth, PushInput, PushResult, Sample, SeriesReply,
+  AgentDevice, AgentSnapshot, DiagnosticResult, Outcome, PartialHealth, PushInput, PushResult, Sample, SeriesReply,
   SeriesRequest, StoreReason,
 } from "../src/shared/hub-contract";
 import { refuse } from "../src/shared/hub-contract";

@@ -5,7 +5,7 @@ import type { CommandQueue, CommandRow } from "./commands";
 import type { D1Outbox } from "./outbox";
 import type { JobSpec } from "../src/shared/hub-contract";
 import {
-  DEFAULT_JOB_DEADLINE_S, MAX_COMMAND_TTL_S, countTargets, isOpenCommandStatus, type JobCounts, type JobStatus,
+  MAX_COMMAND_TTL_S, countTargets, isOpenCommandStatus, type JobCounts, type JobStatus,
 } from "../src/shared/vocabulary";
 import { iso } from "../src/shared/time";
 import { specFromRow } from "../src/shared/job-spec";

@@ -1,6 +1,7 @@
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import type * as schema from "./db/schema";
 import type { Config, HubBindings } from "./shared/config";
+import type { Role } from "./shared/vocabulary";
 import type { SiteHub } from "../durable-objects/site-hub";
 
 /**
@@ -46,6 +47,16 @@ export interface AppVariables {
   user?: AuthUser;
   device?: AuthDevice;
   deviceCredential?: DeviceCredential;
+  granted?: Granted;
+}
+
+/** What a route's access rule checked (src/middleware/access.ts): the site, the caller's role, the object named. */
+export interface Granted {
+  site: typeof schema.sites.$inferSelect;
+  role: Role;
+  device?: typeof schema.devices.$inferSelect;
+  job?: typeof schema.jobs.$inferSelect;
+  command?: typeof schema.commandIndex.$inferSelect;
 }
 
 export type AppEnv = { Bindings: Env; Variables: AppVariables };

@@ -2,6 +2,7 @@ import { OpenAPIHono, createRoute, z, type RouteConfig } from "@hono/zod-openapi
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
+import { requireAccess, type AccessRule } from "../middleware/access";
 import { ApiError, type ValidationIssue } from "./errors";
 
 export const ErrorSchema = z
@@ -53,6 +54,8 @@ type ErrorCode = keyof typeof STANDARD_ERRORS;
 
 type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
   auth: AuthMode;
+  /** The role needed on the site of the object the path names; checked before the handler runs. */
+  access?: AccessRule;
   /** Error statuses this route can answer besides the ones implied by its auth and body. */
   errors?: ErrorCode[];
   /** Marks unversioned compatibility paths. */
@@ -64,10 +67,14 @@ type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
  * so the OpenAPI document cannot drift from what the route enforces.
  */
 export function apiRoute<const R extends ApiRouteConfig>(config: R) {
-  const { auth, errors = [], ...route } = config;
+  const { auth, access, errors = [], ...route } = config;
   const codes = new Set<ErrorCode>(errors);
   if (auth !== "none") codes.add(401);
   if (auth === "admin" || auth === "device" || auth === "device-in-hub") codes.add(403);
+  if (access) {
+    codes.add(403);
+    codes.add(404);
+  }
   if (route.request?.body || route.request?.query || route.request?.params) codes.add(422);
   if (route.request?.body) {
     codes.add(400);
@@ -77,11 +84,16 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
     [...codes].sort().map((code) => [code, errorResponse(STANDARD_ERRORS[code])]),
   );
   return createRoute({
-    ...(route as Omit<R, "auth" | "errors">),
+    ...(route as Omit<R, "auth" | "access" | "errors">),
     security: SECURITY[auth],
-    middleware: AUTH_MIDDLEWARE[auth],
+    middleware: access ? [...AUTH_MIDDLEWARE[auth], accessCheck(access, route.request)] : AUTH_MIDDLEWARE[auth],
     responses: { ...errorResponses, ...route.responses },
-  } as Omit<R, "auth" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
+  } as Omit<R, "auth" | "access" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
+}
+
+function accessCheck(rule: AccessRule, request: RouteConfig["request"]) {
+  const schema = "from" in rule && rule.from === "query" ? request?.query : request?.params;
+  return requireAccess(rule, schema instanceof z.ZodType ? schema : undefined);
 }
 
 export function toValidationIssues(error: z.ZodError, target: string): ValidationIssue[] {

@@ -18,16 +18,6 @@ export function readAccessToken(authorization: string | undefined, cookie: strin
   return cookie || undefined;
 }
 
-export const loadUser = createMiddleware<AppEnv>(async (c, next) => {
-  const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
-  if (token) {
-    const claims = await verifyAccessToken(c.var.config, token);
-    const user = claims ? await findActiveUserById(c.var.db, claims.userId) : undefined;
-    if (user) c.set("user", user);
-  }
-  await next();
-});
-
 export const requireUser = createMiddleware<AppEnv>(async (c, next) => {
   const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
   if (!token) throw unauthorized("Not authenticated");

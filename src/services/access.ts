@@ -3,9 +3,9 @@ import type { AuthUser, Db } from "../env";
 import { siteMemberships, sites, tenantMemberships } from "../db/schema";
 import { forbidden, notFound } from "../lib/errors";
 import { recordAudit } from "./audit";
+import { ROLES, type Role } from "../shared/vocabulary";
 
-export const ROLES = ["viewer", "operator", "owner"] as const;
-export type Role = (typeof ROLES)[number];
+export { ROLES, type Role };
 
 const rank = (role: Role | undefined) => (role ? ROLES.indexOf(role) : -1);
 

@@ -1,12 +1,11 @@
 import { and, eq, isNotNull, isNull, lt } from "drizzle-orm";
 import type { AuthDevice, AuthUser, Db, Env } from "../env";
+import type { DeviceRow } from "./devices";
 import { commandIndex } from "../db/schema";
-import { ApiError, conflict, notFound } from "../lib/errors";
+import { conflict, notFound } from "../lib/errors";
 import { COMMAND_RETENTION_MS, type CommandStatus } from "../shared/vocabulary";
 import type { CommandReport } from "../shared/hub-contract";
 import { siteHub } from "../hub/client";
-import { authorizeDevice } from "./devices";
-import { authorizeSite, type Role } from "./access";
 
 export interface QueueCommandBody {
   command_type: string;
@@ -14,12 +13,11 @@ export interface QueueCommandBody {
   ttl_seconds?: number;
 }
 
-/** An operator (or administrator) queues a command for a device of their site. */
-export async function queueDeviceCommand(env: Env, db: Db, user: AuthUser, deviceId: string, body: QueueCommandBody, idempotencyKey: string | undefined, request?: Request) {
-  const { device } = await authorizeDevice(db, user, deviceId, "operator", request);
-  if (device.lifecycleState !== "active") throw conflict(`Device ${deviceId} is ${device.lifecycleState}; it cannot receive commands`);
+/** A command for a device, queued in its site's hub on behalf of `user`. */
+export async function queueDeviceCommand(env: Env, user: AuthUser, device: DeviceRow, body: QueueCommandBody, idempotencyKey: string | undefined) {
+  if (device.lifecycleState !== "active") throw conflict(`Device ${device.deviceId} is ${device.lifecycleState}; it cannot receive commands`);
   return siteHub(env, device.siteId).queueCommand({
-    deviceId,
+    deviceId: device.deviceId,
     commandType: body.command_type,
     payload: body.payload,
     ttlSeconds: body.ttl_seconds,
@@ -30,29 +28,27 @@ export async function queueDeviceCommand(env: Env, db: Db, user: AuthUser, devic
   });
 }
 
-export async function listDeviceCommands(env: Env, db: Db, user: AuthUser, deviceId: string, q: { status?: CommandStatus; limit: number; offset: number }, request?: Request) {
-  const { device } = await authorizeDevice(db, user, deviceId, "viewer", request);
-  return siteHub(env, device.siteId).listCommands(deviceId, q);
+export async function listDeviceCommands(env: Env, device: DeviceRow, q: { status?: CommandStatus; limit: number; offset: number }) {
+  return siteHub(env, device.siteId).listCommands(device.deviceId, q);
 }
 
-/** Where a command lives (its site's hub), checked against the caller's role on that site. */
-async function locateCommand(db: Db, user: AuthUser, commandId: string, minimum: Role, request?: Request) {
+export type CommandEntry = typeof commandIndex.$inferSelect;
+
+/** Where a command lives: the command index names its site, whose hub holds the record. */
+export async function findCommandEntry(db: Db, commandId: string): Promise<CommandEntry> {
   const entry = await db.select().from(commandIndex).where(eq(commandIndex.commandId, commandId)).get();
   if (!entry) throw notFound("Command not found");
-  await authorizeSite(db, user, entry.siteId, minimum, request);
   return entry;
 }
 
-export async function readCommand(env: Env, db: Db, user: AuthUser, commandId: string, request?: Request) {
-  const entry = await locateCommand(db, user, commandId, "viewer", request);
-  const record = await siteHub(env, entry.siteId).getCommand(commandId);
+export async function readCommand(env: Env, entry: CommandEntry) {
+  const record = await siteHub(env, entry.siteId).getCommand(entry.commandId);
   if (!record) throw notFound("Command not found");
   return record;
 }
 
-export async function cancelCommand(env: Env, db: Db, user: AuthUser, commandId: string, request?: Request) {
-  const entry = await locateCommand(db, user, commandId, "operator", request);
-  return siteHub(env, entry.siteId).cancelCommand(commandId, { userId: user.id, reason: `cancelled by ${user.email}` });
+export async function cancelCommand(env: Env, user: AuthUser, entry: CommandEntry) {
+  return siteHub(env, entry.siteId).cancelCommand(entry.commandId, { userId: user.id, reason: `cancelled by ${user.email}` });
 }
 
 // ---- device side: the device's own site hub is the only place looked at ---------------------

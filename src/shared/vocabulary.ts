@@ -151,3 +151,7 @@ export type DiagnosticComponent = (typeof DIAGNOSTIC_COMPONENTS)[number];
 
 export const SERIES_KINDS = ["metrics", "transactions", "errors"] as const;
 export type SeriesKind = (typeof SERIES_KINDS)[number];
+
+/** Site and tenant roles, weakest first: viewer reads, operator acts on devices, owner manages members. */
+export const ROLES = ["viewer", "operator", "owner"] as const;
+export type Role = (typeof ROLES)[number];

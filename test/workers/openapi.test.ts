@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app";
 import pkg from "../../package.json";
 import { call, signup } from "./helpers";
+import { registerDevice, siteWithOperator } from "./device-helpers";
 
 type Operation = {
   summary?: string;
@@ -101,6 +102,29 @@ describe("OpenAPI document", () => {
       const concrete = path.replace(/\{[^}]+\}/g, "1");
       const res = await call(concrete, { method: method.toUpperCase(), body: ["post", "put", "patch"].includes(method) ? {} : undefined });
       expect(res.status, key).toBe(401);
+      expect(res.json, key).toEqual({ detail: expect.any(String) });
+    }
+  });
+
+  it("refuses a signed-in outsider on every operation naming a site, device, job or command, before it reads the body", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const device = await registerDevice(owner.token, siteId);
+    const job = await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token: owner.token, body: { action: "restart" } });
+    expect(job.status).toBe(201);
+    const command = await call(`/api/v1/devices/${device.device_id}/commands`, { method: "POST", token: owner.token, body: { command_type: "ping" } });
+    expect(command.status).toBe(201);
+    const ids: Record<string, string> = {
+      site_id: siteId, device_id: device.device_id, job_id: job.json.job_id, command_id: command.json.command_id,
+      user_id: String(owner.id), intent_id: "00000000-0000-4000-8000-000000000000",
+    };
+    const outsider = await signup();
+    const guarded = operations().filter((o) => (o.op.security ?? []).some((s) => "bearerAuth" in s) && /\{(site_id|device_id|job_id|command_id)\}/.test(o.path));
+    expect(guarded.length).toBeGreaterThan(25);
+    for (const { key, method, path } of guarded) {
+      const concrete = path.replace(/\{(\w+)\}/g, (_, name: string) => ids[name] ?? "1");
+      // A body the route would refuse: the refusal must not depend on it (no 422 before access is known).
+      const res = await call(concrete, { method: method.toUpperCase(), token: outsider.token, body: ["post", "put", "patch"].includes(method) ? { junk: [1] } : undefined });
+      expect([403, 404], `${key} answered ${res.status} ${res.text}`).toContain(res.status);
       expect(res.json, key).toEqual({ detail: expect.any(String) });
     }
   });

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../env";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeDevice } from "../../services/devices";
+import { grantedDevice } from "../../middleware/access";
 import { agentDetail, agentSeries, listAgents, parsePeriod, pushToAgent } from "../../services/agents";
 import { DeviceParams } from "../devices/schema";
 import * as s from "./schema";
@@ -34,7 +34,7 @@ export function agentsRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/{device_id}", auth: "user", deprecated, tags: TAGS,
+      method: "get", path: "/{device_id}", auth: "user", access: { device: "viewer" }, deprecated, tags: TAGS,
       summary: "One agent",
       description: "A simulated agent is brought up to now by its site's hub (lifecycle steps due, health computed at this moment, telemetry for unwatched time); a real device's view comes from its presence, latest telemetry and DNA. A suspended or retired device has no running agent (409).",
       request: { params: DeviceParams },
@@ -42,15 +42,14 @@ export function agentsRoutes(mount: MountOptions) {
       errors: [403, 404, 409],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "viewer", c.req.raw);
+      const { device } = grantedDevice(c);
       return c.json(s.AgentDetail.parse(await agentDetail(c.env, device)), 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{device_id}/push", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{device_id}/push", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Push to an agent (operator)",
       description: [
         "Every body form existing clients send is accepted (notification, config push, `config_version`, action); unknown fields or actions are 422.",
@@ -62,23 +61,22 @@ export function agentsRoutes(mount: MountOptions) {
       errors: [403, 404, 409, 429],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
+      const { device } = grantedDevice(c);
       return c.json(s.PushResponse.parse(await pushToAgent(c.env, c.var.db, c.var.user!, device, c.req.valid("json"), c.req.raw)), 200);
     },
   );
 
   const seriesRoute = <K extends "metrics" | "transactions" | "errors">(kind: K, summary: string, description: string, schema: typeof s.MetricsSeries | typeof s.TransactionsSeries | typeof s.ErrorsSeries) =>
     apiRoute({
-      method: "get", path: `/{device_id}/${kind}`, auth: "user", deprecated, tags: TAGS, summary, description,
+      method: "get", path: `/{device_id}/${kind}`, auth: "user", access: { device: "viewer" }, deprecated, tags: TAGS, summary, description,
       request: { params: DeviceParams, query: s.PeriodQuery },
       responses: { 200: jsonResponse(schema, summary) },
       errors: [403, 404, 409],
     });
 
   /** The caller's device and period, checked: what every series handler starts from. */
-  const seriesOf = async (c: Context<AppEnv>, deviceId: string, period: string, kind: "metrics" | "transactions" | "errors") => {
-    const { device } = await authorizeDevice(c.var.db, c.var.user!, deviceId, "viewer", c.req.raw);
+  const seriesOf = async (c: Context<AppEnv>, period: string, kind: "metrics" | "transactions" | "errors") => {
+    const { device } = grantedDevice(c);
     return agentSeries(c.env, c.var.db, device, kind, parsePeriod(period)!);
   };
 
@@ -86,19 +84,19 @@ export function agentsRoutes(mount: MountOptions) {
     seriesRoute("metrics", "Metrics series of an agent",
       "CPU, memory, disk, temperature, latency and error rate per bucket from the device's stored metrics history (delta storage in its site's hub: first sample after a restart, a snapshot every 5 minutes, any change beyond 5 %). Every bucket of the window is listed; empty ones have `samples: 0` and nulls.",
       s.MetricsSeries),
-    async (c) => c.json(s.MetricsSeries.parse(await seriesOf(c, c.req.valid("param").device_id, c.req.valid("query").period, "metrics")), 200),
+    async (c) => c.json(s.MetricsSeries.parse(await seriesOf(c, c.req.valid("query").period, "metrics")), 200),
   );
   app.openapi(
     seriesRoute("transactions", "Transactions series of an agent",
       "Transactions per bucket, from the cumulative `transaction_count` in the stored metrics history (a drop in the counter — midnight, reinstall — counts from zero). `transactions_today` is the latest stored counter.",
       s.TransactionsSeries),
-    async (c) => c.json(s.TransactionsSeries.parse(await seriesOf(c, c.req.valid("param").device_id, c.req.valid("query").period, "transactions")), 200),
+    async (c) => c.json(s.TransactionsSeries.parse(await seriesOf(c, c.req.valid("query").period, "transactions")), 200),
   );
   app.openapi(
     seriesRoute("errors", "Errors series of an agent",
       "Error events per bucket with the average reported error rate. Simulated agents: failed updates and incidents from the agent's log; real devices: the error states they reported (device state history). `recent` lists the latest error events, newest first.",
       s.ErrorsSeries),
-    async (c) => c.json(s.ErrorsSeries.parse(await seriesOf(c, c.req.valid("param").device_id, c.req.valid("query").period, "errors")), 200),
+    async (c) => c.json(s.ErrorsSeries.parse(await seriesOf(c, c.req.valid("query").period, "errors")), 200),
   );
 
   return app;

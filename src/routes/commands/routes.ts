@@ -10,6 +10,7 @@ import {
 } from "../../services/commands";
 import * as s from "./schema";
 import type { MountOptions } from "../mount";
+import { grantedCommand, grantedDevice } from "../../middleware/access";
 
 const TAGS = ["Commands"];
 
@@ -60,7 +61,7 @@ export function deviceCommandRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{device_id}/commands", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{device_id}/commands", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Queue a command for a device (operator)",
       description: `Operator role on the device's site (administrators: every site). \`REBOOT\` → \`restart\` and \`UPDATE_CONFIG\` → \`update_config\` in any case. ${LEASE_NOTE} At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → \`reboot_time_seconds\`, update_config → \`applied_settings\`, ping → \`latency_ms\` (5–50), shutdown → \`powered_off\`; any other type fails on a simulated agent.`,
       request: { params: s.DeviceParams, headers: s.IdempotencyHeaders, ...jsonBody(s.QueueCommandBody) },
@@ -68,16 +69,15 @@ export function deviceCommandRoutes(mount: MountOptions) {
       errors: [403, 404, 409, 429],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
       const headers = c.req.valid("header");
-      const { command } = await queueDeviceCommand(c.env, c.var.db, c.var.user!, device_id, c.req.valid("json"), headers["idempotency-key"], c.req.raw);
+      const { command } = await queueDeviceCommand(c.env, c.var.user!, grantedDevice(c).device, c.req.valid("json"), headers["idempotency-key"]);
       return c.json(command, 201);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/{device_id}/commands", auth: "user", deprecated, tags: TAGS,
+      method: "get", path: "/{device_id}/commands", auth: "user", access: { device: "viewer" }, deprecated, tags: TAGS,
       summary: "A device's commands, newest first",
       description: "Viewer role on the device's site. Filter by `status`; paged with `limit` (default 50, max 500) and `offset`; `total` counts all matches. Finished commands are kept 30 days.",
       request: { params: s.DeviceParams, query: s.CommandListQuery },
@@ -85,9 +85,8 @@ export function deviceCommandRoutes(mount: MountOptions) {
       errors: [403, 404],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
       const q = c.req.valid("query");
-      const page = await listDeviceCommands(c.env, c.var.db, c.var.user!, device_id, q, c.req.raw);
+      const page = await listDeviceCommands(c.env, grantedDevice(c).device, q);
       return c.json({ ...page, limit: q.limit, offset: q.offset }, 200);
     },
   );
@@ -135,26 +134,26 @@ export function commandRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/{command_id}", auth: "user", deprecated, tags: TAGS,
+      method: "get", path: "/{command_id}", auth: "user", access: { command: "viewer" }, deprecated, tags: TAGS,
       summary: "A command",
       description: "Viewer role on the command's site. The command is found through a small index of command id → site written when it was queued; its state is read live from the site's hub.",
       request: { params: s.CommandParams },
       responses: { 200: jsonResponse(s.CommandSchema, "The command") },
       errors: [403, 404],
     }),
-    async (c) => c.json(await readCommand(c.env, c.var.db, c.var.user!, c.req.valid("param").command_id, c.req.raw), 200),
+    async (c) => c.json(await readCommand(c.env, grantedCommand(c)), 200),
   );
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{command_id}/cancel", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{command_id}/cancel", auth: "user", access: { command: "operator" }, deprecated, tags: TAGS,
       summary: "Cancel a command (operator)",
       description: "Only while `pending` or `delivered` (nothing has started it): 409 once acknowledged or finished. Cancelling a cancelled command answers it again. A device that later acks or reports it gets 409.",
       request: { params: s.CommandParams },
       responses: { 200: jsonResponse(s.CommandSchema, "The cancelled command") },
       errors: [403, 404, 409],
     }),
-    async (c) => c.json(await cancelCommand(c.env, c.var.db, c.var.user!, c.req.valid("param").command_id, c.req.raw), 200),
+    async (c) => c.json(await cancelCommand(c.env, c.var.user!, grantedCommand(c)), 200),
   );
 
   app.openapi(

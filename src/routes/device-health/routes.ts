@@ -1,9 +1,9 @@
-import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeDevice } from "../../services/devices";
+import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
 import { deviceHealth, restartDevice, runDiagnostics } from "../../services/agents";
 import { DeviceParams } from "../devices/schema";
 import * as s from "../agents/schema";
 import type { MountOptions } from "../mount";
+import { grantedDevice } from "../../middleware/access";
 
 const TAGS = ["Devices"];
 
@@ -14,7 +14,7 @@ export function deviceHealthRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{device_id}/restart", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{device_id}/restart", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Restart a device (operator)",
       description: "A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.",
       request: {
@@ -25,16 +25,15 @@ export function deviceHealthRoutes(mount: MountOptions) {
       errors: [403, 404, 409, 429],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
       const body = c.req.header("Content-Type")?.includes("application/json") ? c.req.valid("json") : {};
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
+      const { device } = grantedDevice(c);
       return c.json(s.RestartResponse.parse(await restartDevice(c.env, c.var.db, c.var.user!, device, body?.reason, c.req.raw)), 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/{device_id}/health", auth: "user", deprecated, tags: TAGS,
+      method: "get", path: "/{device_id}/health", auth: "user", access: { device: "viewer" }, deprecated, tags: TAGS,
       summary: "A device's health",
       description: "A simulated agent's health is computed on demand at this moment from its model (no health checks run for a site nobody watches); a real device's is built from its presence and latest telemetry (partial). `agent_state` is the lifecycle state.",
       request: { params: DeviceParams },
@@ -42,15 +41,14 @@ export function deviceHealthRoutes(mount: MountOptions) {
       errors: [403, 404, 409],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "viewer", c.req.raw);
+      const { device } = grantedDevice(c);
       return c.json(s.DeviceHealthResponse.parse(await deviceHealth(c.env, device)), 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{device_id}/health", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{device_id}/health", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Run diagnostics on a device (operator)",
       description: "Takes a health check now (recorded in health_checks, audited as `device_health_check`) and tests the components asked for (`payment`, `printer`, `display`, `network`; default all): each gets `{status: pass|warn|fail|unknown, detail}`. A real device can only be judged on what it reports (network from its heartbeats; other components are `unknown`). `include_logs` adds the agent's recent log (simulated agents).",
       request: {
@@ -61,9 +59,8 @@ export function deviceHealthRoutes(mount: MountOptions) {
       errors: [403, 404, 409],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
       const body = c.req.header("Content-Type")?.includes("application/json") ? c.req.valid("json") : {};
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
+      const { device } = grantedDevice(c);
       return c.json(s.DiagnosticsResponse.parse(await runDiagnostics(c.env, c.var.db, c.var.user!, device, body ?? {}, c.req.raw)), 200);
     },
   );

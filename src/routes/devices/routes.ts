@@ -1,8 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeSite } from "../../services/access";
 import {
-  authorizeDevice, bootstrapProvision, createSiteDevice, currentEpoch, listAccessibleDevices, listSiteDevices,
+  bootstrapProvision, createSiteDevice, currentEpoch, listAccessibleDevices, listSiteDevices,
   provisionDevice, rotateDeviceKey, setLifecycle, updateDevice,
 } from "../../services/devices";
 import { startSimulatedAgent } from "../../services/agents";
@@ -10,6 +9,8 @@ import type { Db } from "../../env";
 import type { DeviceRow } from "../../services/devices";
 import * as s from "./schema";
 import type { MountOptions } from "../mount";
+import { grantedDevice } from "../../middleware/access";
+import { authorizeSite } from "../../services/access";
 
 const TAGS = ["Devices"];
 
@@ -76,7 +77,7 @@ export function deviceRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/{device_id}", auth: "user", deprecated, tags: TAGS,
+      method: "get", path: "/{device_id}", auth: "user", access: { device: "viewer" }, deprecated, tags: TAGS,
       summary: "Device detail",
       description: "Status, last_seen, enrollment_method, device_source, DNA and the current lifecycle epoch. Never the api_key or its hash.",
       request: { params: s.DeviceParams },
@@ -84,15 +85,14 @@ export function deviceRoutes(mount: MountOptions) {
       errors: [403, 404],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "viewer", c.req.raw);
+      const { device } = grantedDevice(c);
       return c.json(await detailOf(c.var.db, device), 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "patch", path: "/{device_id}", auth: "user", deprecated, tags: TAGS,
+      method: "patch", path: "/{device_id}", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Update a device (operator)",
       description: "Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`.",
       request: { params: s.DeviceParams, ...jsonBody(s.UpdateDeviceBody) },
@@ -100,8 +100,7 @@ export function deviceRoutes(mount: MountOptions) {
       errors: [403, 404],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
+      const { device } = grantedDevice(c);
       const row = await updateDevice(c.env, c.var.db, c.var.user!, device, c.req.valid("json"), c.req.raw);
       return c.json(await detailOf(c.var.db, row), 200);
     },
@@ -109,7 +108,7 @@ export function deviceRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{device_id}/rotate-key", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{device_id}/rotate-key", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Rotate a device's API key (operator)",
       description: "The new key is shown once; the old key is rejected from the next call on.",
       request: { params: s.DeviceParams },
@@ -118,7 +117,7 @@ export function deviceRoutes(mount: MountOptions) {
     }),
     async (c) => {
       const { device_id } = c.req.valid("param");
-      const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
+      const { device } = grantedDevice(c);
       const { apiKey, rotatedAt } = await rotateDeviceKey(c.env, c.var.db, c.var.user!, device, c.req.raw);
       return c.json({ device_id, api_key: apiKey, rotated_at: rotatedAt }, 200);
     },
@@ -127,7 +126,7 @@ export function deviceRoutes(mount: MountOptions) {
   for (const action of ["suspend", "resume"] as const) {
     app.openapi(
       apiRoute({
-        method: "post", path: `/{device_id}/${action}`, auth: "user", deprecated, tags: TAGS,
+        method: "post", path: `/{device_id}/${action}`, auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
         summary: action === "suspend" ? "Suspend a device (operator)" : "Resume a suspended device (operator)",
         description: action === "suspend"
           ? "A suspended device's calls answer 403 at once; its data stays. Idempotent."
@@ -137,8 +136,7 @@ export function deviceRoutes(mount: MountOptions) {
         errors: [403, 404, 409],
       }),
       async (c) => {
-        const { device_id } = c.req.valid("param");
-        const { device } = await authorizeDevice(c.var.db, c.var.user!, device_id, "operator", c.req.raw);
+        const { device } = grantedDevice(c);
         const row = await setLifecycle(c.env, c.var.db, c.var.user!, device, action === "suspend" ? "suspended" : "active", c.req.raw);
         return c.json(await detailOf(c.var.db, row), 200);
       },
@@ -159,7 +157,7 @@ export function siteDeviceRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "get", path, auth: "user", deprecated, tags: TAGS,
+      method: "get", path, auth: "user", access: { site: "viewer" }, deprecated, tags: TAGS,
       summary: "A site's devices, newest first",
       description: "An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.",
       request: { params: s.SiteParams },
@@ -168,14 +166,13 @@ export function siteDeviceRoutes(mount: MountOptions) {
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
-      await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
       return c.json((await listSiteDevices(c.var.db, site_id)).map(s.toDeviceListItem), 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "post", path, auth: "user", deprecated, tags: TAGS,
+      method: "post", path, auth: "user", access: { site: "operator" }, deprecated, tags: TAGS,
       summary: "Register a device (operator)",
       description: "A real device's response carries its `api_key` exactly once (32 random bytes, base64url); only a bcrypt hash is stored. Simulated devices get no key: their agent runs in the site's hub. A duplicate device_id is 409. `type` is accepted as an alias of `device_type`.",
       request: { params: s.SiteParams, ...jsonBody(s.CreateDeviceBody) },
@@ -185,7 +182,6 @@ export function siteDeviceRoutes(mount: MountOptions) {
     async (c) => {
       const { site_id } = c.req.valid("param");
       const body = c.req.valid("json");
-      await authorizeSite(c.var.db, c.var.user!, site_id, "operator", c.req.raw);
       const r = await createSiteDevice(c.var.db, c.var.user!, {
         siteId: site_id,
         deviceId: body.device_id,

@@ -1,6 +1,5 @@
 import { z } from "@hono/zod-openapi";
 import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeSite } from "../../services/access";
 import { createBootstrapKey, revokeBootstrapKey, siteStats } from "../../services/devices";
 import { SiteParams } from "./schema";
 
@@ -25,7 +24,7 @@ export const siteEnrolmentRoutes = newRouter();
 
 siteEnrolmentRoutes.openapi(
   apiRoute({
-    method: "post", path: "/{site_id}/bootstrap-key", auth: "user", tags: TAGS,
+    method: "post", path: "/{site_id}/bootstrap-key", auth: "user", access: { site: "operator" }, tags: TAGS,
     summary: "Create the site's bootstrap key (operator)",
     description: "Devices use it with `POST /api/v1/devices/bootstrap-provision` to enrol themselves. The key is shown once and replaces (revokes) any previous key.",
     request: { params: SiteParams },
@@ -34,7 +33,6 @@ siteEnrolmentRoutes.openapi(
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "operator", c.req.raw);
     const { bootstrapKey, createdAt } = await createBootstrapKey(c.var.db, c.var.user!, site_id, c.req.raw);
     return c.json({ site_id, bootstrap_key: bootstrapKey, created_at: createdAt }, 201);
   },
@@ -42,7 +40,7 @@ siteEnrolmentRoutes.openapi(
 
 siteEnrolmentRoutes.openapi(
   apiRoute({
-    method: "delete", path: "/{site_id}/bootstrap-key", auth: "user", tags: TAGS,
+    method: "delete", path: "/{site_id}/bootstrap-key", auth: "user", access: { site: "operator" }, tags: TAGS,
     summary: "Revoke the site's bootstrap key (operator)",
     description: "Self-enrolment with the key stops at once; devices already enrolled keep working. 404 when the site has no active key.",
     request: { params: SiteParams },
@@ -51,7 +49,6 @@ siteEnrolmentRoutes.openapi(
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "operator", c.req.raw);
     const revokedAt = await revokeBootstrapKey(c.var.db, c.var.user!, site_id, c.req.raw);
     return c.json({ site_id, revoked_at: revokedAt }, 200);
   },
@@ -59,7 +56,7 @@ siteEnrolmentRoutes.openapi(
 
 siteEnrolmentRoutes.openapi(
   apiRoute({
-    method: "get", path: "/{site_id}/stats", auth: "user", tags: TAGS,
+    method: "get", path: "/{site_id}/stats", auth: "user", access: { site: "viewer" }, tags: TAGS,
     summary: "Registered devices by enrolment method",
     request: { params: SiteParams },
     responses: { 200: jsonResponse(SiteStats, "Counts") },
@@ -67,7 +64,6 @@ siteEnrolmentRoutes.openapi(
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
     return c.json(await siteStats(c.var.db, site_id), 200);
   },
 );

@@ -1,5 +1,4 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeSite } from "../../services/access";
 import {
   CLAIM_FAILURE_LIMIT,
   CLAIM_FAILURE_WINDOW_MS,
@@ -23,7 +22,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "post",
     path: BASE,
-    auth: "user",
+    auth: "user", access: { site: "operator" },
     tags: TAGS,
     summary: "Create an enrolment intent (operator)",
     description:
@@ -43,7 +42,6 @@ siteIntentRoutes.openapi(
     const { site_id } = c.req.valid("param");
     const body = c.req.valid("json");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
     const result = await createIntent(c.env, c.var.db, site_id, {
       expectedDeviceIdentity: body.expected_device_identity,
       expiresInHours: body.expires_in_hours,
@@ -58,7 +56,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "get",
     path: BASE,
-    auth: "user",
+    auth: "user", access: { site: "viewer" },
     tags: TAGS,
     summary: "List a site's enrolment intents",
     description: "Newest first, optionally filtered by `status`; `limit` (default 50, max 500) and `offset` page through `total`.",
@@ -69,7 +67,6 @@ siteIntentRoutes.openapi(
   async (c) => {
     const { site_id } = c.req.valid("param");
     const query = c.req.valid("query");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
     const { rows, total } = await listIntents(c.var.db, site_id, query);
     return c.json({ intents: rows.map(s.toIntent), total }, 200);
   },
@@ -79,7 +76,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "get",
     path: `${BASE}/{intent_id}`,
-    auth: "user",
+    auth: "user", access: { site: "viewer" },
     tags: TAGS,
     summary: "Enrolment intent detail",
     description: "Full details (never the token hash). An intent of another site is 404 under this site's path.",
@@ -89,7 +86,6 @@ siteIntentRoutes.openapi(
   }),
   async (c) => {
     const { site_id, intent_id } = c.req.valid("param");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
     return c.json(s.toIntent(await getIntent(c.var.db, site_id, intent_id)), 200);
   },
 );
@@ -98,7 +94,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "put",
     path: `${BASE}/{intent_id}`,
-    auth: "user",
+    auth: "user", access: { site: "operator" },
     tags: TAGS,
     summary: "Approve, reject or revoke a pending intent (operator)",
     description:
@@ -115,7 +111,6 @@ siteIntentRoutes.openapi(
     const { site_id, intent_id } = c.req.valid("param");
     const { status } = c.req.valid("json");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
     const intent = await changeIntentStatus(c.env, c.var.db, site_id, intent_id, status, { userId: user.id, request: c.req.raw });
     return c.json(s.toIntent(intent), 200);
   },
@@ -125,7 +120,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "post",
     path: `${BASE}/{intent_id}/revoke`,
-    auth: "user",
+    auth: "user", access: { site: "operator" },
     tags: TAGS,
     summary: "Revoke a pending or approved intent (operator)",
     description:
@@ -139,7 +134,6 @@ siteIntentRoutes.openapi(
   async (c) => {
     const { site_id, intent_id } = c.req.valid("param");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
     return c.json(s.toIntent(await revokeIntent(c.env, c.var.db, site_id, intent_id, { userId: user.id, request: c.req.raw })), 200);
   },
 );
@@ -148,7 +142,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "post",
     path: `${BASE}/{intent_id}/regenerate-token`,
-    auth: "user",
+    auth: "user", access: { site: "operator" },
     tags: TAGS,
     summary: "Issue a new claim token (operator)",
     description:
@@ -161,7 +155,6 @@ siteIntentRoutes.openapi(
   async (c) => {
     const { site_id, intent_id } = c.req.valid("param");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
     const { intent, claimToken } = await regenerateIntentToken(c.env, c.var.db, site_id, intent_id, { userId: user.id, request: c.req.raw });
     return c.json({ ...s.toIntent(intent), claim_token: claimToken }, 200);
   },

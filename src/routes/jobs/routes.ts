@@ -1,4 +1,5 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { grantedJob } from "../../middleware/access";
 import { cancelJob, createJob, listJobs, readJob } from "../../services/jobs";
 import * as s from "./schema";
 import type { MountOptions } from "../mount";
@@ -14,7 +15,7 @@ export function siteJobRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{site_id}/jobs", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{site_id}/jobs", auth: "user", access: { site: "operator" }, deprecated, tags: TAGS,
       summary: "Create a job for a site (operator)",
       description: `Targets every active device of the site, or \`target_device_ids\`, or the devices of \`device_type\`. ${LIFECYCLE}`,
       request: { params: s.SiteParams, ...jsonBody(s.CreateJobBody) },
@@ -38,7 +39,7 @@ export function jobRoutes(mount: MountOptions) {
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/", auth: "user", deprecated, tags: TAGS,
+      method: "get", path: "/", auth: "user", access: { site: "viewer", from: "query" }, deprecated, tags: TAGS,
       summary: "List jobs, newest first",
       description: "Jobs of the sites the caller can read (administrators: all), optionally of one `site_id` (403/404 as for the site) and one `status`; paged with `limit` (default 50, max 500) and `offset`, with `total`.",
       request: { query: s.JobListQuery },
@@ -47,14 +48,14 @@ export function jobRoutes(mount: MountOptions) {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const { rows, total } = await listJobs(c.var.db, c.var.user!, { siteId: q.site_id, status: q.status, limit: q.limit, offset: q.offset }, c.req.raw);
+      const { rows, total } = await listJobs(c.var.db, c.var.user!, { siteId: q.site_id, status: q.status, limit: q.limit, offset: q.offset });
       return c.json({ jobs: rows.map(s.toJob), total, limit: q.limit, offset: q.offset }, 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/{job_id}", auth: "user", deprecated, tags: TAGS,
+      method: "get", path: "/{job_id}", auth: "user", access: { job: "viewer" }, deprecated, tags: TAGS,
       summary: "A job with its per-device executions",
       description: `The Job object plus \`counts\` and \`executions\` (one per target device: its command, status, result). Viewer role on the job's site. Executions follow their commands within about a second. ${LIFECYCLE}`,
       request: { params: s.JobParams },
@@ -62,14 +63,14 @@ export function jobRoutes(mount: MountOptions) {
       errors: [403, 404],
     }),
     async (c) => {
-      const { job, executions } = await readJob(c.var.db, c.var.user!, c.req.valid("param").job_id, c.req.raw);
+      const { job, executions } = await readJob(c.var.db, grantedJob(c));
       return c.json(s.toJobDetail(job, executions), 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "post", path: "/{job_id}/cancel", auth: "user", deprecated, tags: TAGS,
+      method: "post", path: "/{job_id}/cancel", auth: "user", access: { job: "operator" }, deprecated, tags: TAGS,
       summary: "Cancel a job (operator)",
       description: "Only while `queued` or `sent`: the job becomes `cancelled` (audited as job_cancelled) and every open command of it is cancelled, so devices that poll no longer get them and a late result is refused. Cancelling a cancelled job answers it again; a finished one is 409.",
       request: { params: s.JobParams },
@@ -77,7 +78,7 @@ export function jobRoutes(mount: MountOptions) {
       errors: [403, 404, 409],
     }),
     async (c) => {
-      const { job, executions } = await cancelJob(c.env, c.var.db, c.var.user!, c.req.valid("param").job_id, c.req.raw);
+      const { job, executions } = await cancelJob(c.env, c.var.db, c.var.user!, grantedJob(c));
       return c.json(s.toJobDetail(job, executions), 200);
     },
   );

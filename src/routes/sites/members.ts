@@ -1,5 +1,4 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeSite } from "../../services/access";
 import { recordAudit } from "../../services/audit";
 import { listMembers, removeSiteMember, resolveMemberUser, upsertSiteMember } from "../../services/sites";
 import * as s from "./schema";
@@ -13,7 +12,7 @@ siteMemberRoutes.openapi(
   apiRoute({
     method: "get",
     path: "/{site_id}/members",
-    auth: "user",
+    auth: "user", access: { site: "viewer" },
     tags: TAGS,
     summary: "List a site's members",
     request: { params: s.SiteParams },
@@ -22,7 +21,6 @@ siteMemberRoutes.openapi(
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
     return c.json({ members: await listMembers(c.var.db, site_id) }, 200);
   },
 );
@@ -31,7 +29,7 @@ siteMemberRoutes.openapi(
   apiRoute({
     method: "post",
     path: "/{site_id}/members",
-    auth: "user",
+    auth: "user", access: { site: "owner" },
     tags: TAGS,
     summary: "Grant a user a role on the site (owner)",
     description: "Adds the user identified by `email` or `user_id`, or changes their role when already a member. Demoting the site's last owner is refused (400).",
@@ -43,7 +41,6 @@ siteMemberRoutes.openapi(
     const { site_id } = c.req.valid("param");
     const body = c.req.valid("json");
     const db = c.var.db;
-    await authorizeSite(db, c.var.user!, site_id, "owner", c.req.raw);
     const user = await resolveMemberUser(db, body);
     const membership = await upsertSiteMember(db, site_id, user.id, body.role);
     await recordAudit(db, {
@@ -62,7 +59,7 @@ siteMemberRoutes.openapi(
   apiRoute({
     method: "delete",
     path: "/{site_id}/members/{user_id}",
-    auth: "user",
+    auth: "user", access: { site: "owner" },
     tags: TAGS,
     summary: "Remove a member (owner)",
     description: "The last owner of a site cannot be removed (400).",
@@ -73,7 +70,6 @@ siteMemberRoutes.openapi(
   async (c) => {
     const { site_id, user_id } = c.req.valid("param");
     const db = c.var.db;
-    await authorizeSite(db, c.var.user!, site_id, "owner", c.req.raw);
     const removed = await removeSiteMember(db, site_id, user_id);
     await recordAudit(db, {
       eventType: "site_member_removed",

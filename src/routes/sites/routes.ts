@@ -1,9 +1,9 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeSite } from "../../services/access";
 import { createSite, listSites } from "../../services/sites";
 import { siteHub } from "../../hub/client";
 import * as s from "./schema";
 import type { MountOptions } from "../mount";
+import { grantedSite } from "../../middleware/access";
 
 const TAGS = ["Sites"];
 
@@ -55,7 +55,7 @@ export function siteRoutes(mount: MountOptions) {
     apiRoute({
       method: "get",
       path: "/{site_id}",
-      auth: "user",
+      auth: "user", access: { site: "viewer" },
       deprecated,
       tags: TAGS,
       summary: "Site detail",
@@ -64,8 +64,7 @@ export function siteRoutes(mount: MountOptions) {
       errors: [403, 404],
     }),
     async (c) => {
-      const { site_id } = c.req.valid("param");
-      const { site } = await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
+      const { site } = grantedSite(c);
       return c.json(s.toSiteDetail(site), 200);
     },
   );
@@ -74,7 +73,7 @@ export function siteRoutes(mount: MountOptions) {
     apiRoute({
       method: "get",
       path: "/{site_id}/health",
-      auth: "user",
+      auth: "user", access: { site: "viewer" },
       deprecated,
       tags: TAGS,
       summary: "Site health",
@@ -85,7 +84,6 @@ export function siteRoutes(mount: MountOptions) {
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
-      await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
       return c.json(await siteHub(c.env, site_id).siteHealth(), 200);
     },
   );
