@@ -578,10 +578,14 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.alarmAt = null;
     const now = this.now();
     for (const part of this.timedParts()) await part.onAlarm(now);
+    // Parts may have asked for an alarm while they ran; what is left to do is decided here, once.
     const wake = this.nextWake(this.now());
     if (wake !== undefined) {
       this.alarmAt = Math.max(wake, now + 250);
       await this.ctx.storage.setAlarm(this.alarmAt);
+    } else if (this.alarmAt !== null) {
+      this.alarmAt = null;
+      await this.ctx.storage.deleteAlarm();
     }
   }
 
