@@ -22,7 +22,7 @@ function waiter() {
   let wake: (() => void) | undefined;
   return {
     notify: () => wake?.(),
-    async until<T>(check: () => T | undefined | false, what: string, timeoutMs = 3000): Promise<T> {
+    async until<T>(check: () => T | undefined | false, what: string, timeoutMs = 5000): Promise<T> {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const value = check();
