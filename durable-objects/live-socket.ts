@@ -12,6 +12,11 @@
  * of the site. Replay (`?since=<seq>`, Last-Event-ID) comes from the ring in the hub's storage; when the
  * requested point is older than the ring, a `stream.truncated` message (seq = the last seq that can no
  * longer be replayed) comes first, so the client knows it missed events and should reload.
+ *
+ * The hub also guards the channel: it refuses a subscription past the per-user and per-site caps
+ * (429, before any socket exists), meters replay requests per socket, and on a revocation closes a
+ * user's subscriptions (4403 "access revoked") or records their lower role. docs/security.md
+ * ("Revocation of live connections", "Live channel limits") explains each.
  */
 import {
   LIVE_REVOKED_CLOSE_CODE, LIVE_REVOKED_REASON,
