@@ -70,7 +70,7 @@ describe("live channel limits: replay requests", () => {
     const owner = await signup();
     const siteId = await createSite(owner.token);
     const clock = await installClock(siteId);
-    const marker = await hub(siteId).publish(siteId, "test.marker", {});
+    const marker = (await hub(siteId).publish(siteId, "test.marker", {})) as unknown as { seq: number };
     const s = await openSocket(ws(siteId), { token: owner.token });
     const replays = () => s.messages!.filter((m) => m.seq === marker.seq).length;
     const errors = () => s.messages!.filter((m) => m.type === "stream.error");
@@ -99,12 +99,14 @@ describe("live channel: cookie authentication and Origin", () => {
     const owner = await signup();
     const [siteId, otherSite] = [await createSite(owner.token), await createSite(owner.token)];
     const cookie = `access_token=${owner.token}`;
-    for (const headers of [{ Origin: "https://evil.example" }, { Origin: "null" }, { "Sec-Fetch-Site": "cross-site" }, { Origin: "http://fleet.test.evil.example" }]) {
+    const foreign: Record<string, string>[] = [{ Origin: "https://evil.example" }, { Origin: "null" }, { "Sec-Fetch-Site": "cross-site" }, { Origin: "http://fleet.test.evil.example" }];
+    for (const headers of foreign) {
       const refused = await openSocket(ws(siteId), { cookie, headers });
       expect(refused.status, JSON.stringify(headers)).toBe(403);
       expect(refused.body).toEqual({ detail: expect.stringMatching(/origin/i) });
     }
-    for (const headers of [{ Origin: "http://fleet.test" }, { Origin: "https://console.example.com" }, {}]) {
+    const allowed: Record<string, string>[] = [{ Origin: "http://fleet.test" }, { Origin: "https://console.example.com" }, {}];
+    for (const headers of allowed) {
       expect((await openSocket(ws(siteId), { cookie, headers })).status, JSON.stringify(headers)).toBe(101);
     }
     // A bearer token or a ticket cannot be sent by another site's page: no Origin check.

@@ -10,7 +10,8 @@ const subscriptions = async (siteId: string) => (await hub(siteId).subscribers(s
 
 /** Publishes a marker on the site's channel; `got` tells whether a subscriber's messages include it. */
 async function publishMarker(siteId: string) {
-  const event = await hub(siteId).publish(siteId, "test.marker", { at: Date.now() });
+  // The RPC stub types a reply holding `unknown` as never; the hub answers a LiveEvent.
+  const event = (await hub(siteId).publish(siteId, "test.marker", { at: Date.now() })) as unknown as { seq: number };
   return { seq: event.seq, got: (messages: { seq?: number }[]) => messages.some((m) => m.seq === event.seq) };
 }
 
