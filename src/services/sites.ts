@@ -4,7 +4,7 @@ import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema"
 import { conflict, notFound, badRequest, forbidden, isUniqueViolation } from "../lib/errors";
 import { newSiteId } from "../shared/ids";
 import { auditRow } from "../shared/audit-row";
-import { ROLES } from "../shared/vocabulary";
+import { isLowerRole } from "../shared/vocabulary";
 import { accessibleSiteIds, type Role } from "./access";
 import { recordAudit } from "./audit";
 import { invite } from "./invitations";
@@ -82,9 +82,7 @@ export async function listMembers(db: Db, siteId: string, { withEmails }: { with
   return withEmails ? rows : rows.map(({ email: _email, ...member }) => member);
 }
 
-export const ADD_BY_ID_IS_FOR_ADMINS = "Only administrators add members by user_id; invite them by e-mail instead";
-
-export const isLowerRole = (role: Role, than: Role | undefined) => than !== undefined && ROLES.indexOf(role) < ROLES.indexOf(than);
+const ADD_BY_ID_IS_FOR_ADMINS = "Only administrators add members by user_id; invite them by e-mail instead";
 
 /**
  * Adds a member the way the request names them. By e-mail: an invitation, answered alike whether

@@ -3,7 +3,7 @@ import type { AuthUser, Db, Env } from "../env";
 import { sites, tenantMemberships, tenants, users } from "../db/schema";
 import { conflict, forbidden, isUniqueViolation, notFound } from "../lib/errors";
 import { newTenantId } from "../shared/ids";
-import { ROLES, type Role } from "../shared/vocabulary";
+import { isLowerRole, type Role } from "../shared/vocabulary";
 import { recordAudit } from "./audit";
 import { invite } from "./invitations";
 import { syncLiveAccess } from "./live-access";
@@ -80,7 +80,7 @@ export async function addTenantMember(
     metadata: { tenant_id: tenantId, member_user_id: user.id, role: input.role, previous_role: previous?.role ?? null },
     request,
   });
-  if (previous && ROLES.indexOf(input.role) < ROLES.indexOf(previous.role)) {
+  if (isLowerRole(input.role, previous?.role)) {
     await syncLiveAccess(env, db, user.id, await tenantSiteIds(db, tenantId));
   }
   return { member: { user_id: user.id, email: user.email, username: user.username, role: membership.role, created_at: membership.createdAt } };

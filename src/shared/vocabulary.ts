@@ -88,6 +88,9 @@ export function classify(eventType: string): { category: Category; severity: Sev
 export const ROLES = ["viewer", "operator", "owner"] as const;
 export type Role = (typeof ROLES)[number];
 
+/** Whether `role` is below `than` (never when there was no role before). */
+export const isLowerRole = (role: Role, than: Role | undefined) => than !== undefined && ROLES.indexOf(role) < ROLES.indexOf(than);
+
 // ---- device presence --------------------------------------------------------------------------
 
 export const LIVE_STATUSES = ["online", "offline", "error"] as const;
