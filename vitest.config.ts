@@ -14,6 +14,11 @@ export default defineConfig({
             miniflare: {
               bindings: {
                 JWT_SECRET: "test-secret-that-is-long-enough-for-hs256-0123456789",
+                // Live-channel caps small enough for tests to reach (the defaults are 10 and 1000),
+                // and one allowed cross-origin page for the cookie Origin check.
+                LIVE_MAX_SUBSCRIPTIONS_PER_USER: "3",
+                LIVE_MAX_SUBSCRIPTIONS_PER_SITE: "5",
+                CORS_ORIGINS: "https://console.example.com",
                 TEST_MIGRATIONS: migrations,
               },
             },

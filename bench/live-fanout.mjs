@@ -30,7 +30,12 @@ const percentile = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length
 const round = (v) => Math.round(v * 10) / 10;
 
 // Static assets off, as in bench/run.mjs: Miniflare emulates the platform's asset lookup with an extra worker hop.
-const service = await startService({ quiet: true, assets: false });
+// One user holds every subscriber here, far past the per-user cap a real deployment keeps (default 10).
+const service = await startService({
+  quiet: true,
+  assets: false,
+  bindings: { LIVE_MAX_SUBSCRIPTIONS_PER_USER: String(SUBSCRIBERS), LIVE_MAX_SUBSCRIPTIONS_PER_SITE: String(Math.max(SUBSCRIBERS, 1000)) },
+});
 const api = service.url;
 const wsApi = api.replace(/^http/, "ws");
 

@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { readConfig, type HubBindings } from "../src/shared/config";
 import {
   SUBSCRIBER_HEADER, SubscriberSchema, ok, refuse,
+  type Revocation, type RevocationResult,
   type AckBody, type Admission, type AgentDevice, type AgentSnapshot, type CommandRecord, type CommandReport, type HeartbeatResult,
   type JobSpec, type LiveEvent, type NotAdmitted, type Outcome, type PushInput, type PushResult, type QueueInput, type RateLimited,
   type Sample, type SeriesRequest, type Sighting, type SiteHealth, type SiteHealthDevice, type StoreDecision, type Subscriber,
@@ -16,7 +17,10 @@ import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, migratePresence, offline
 import { METRICS_SCHEMA, MetricsStore } from "./metrics";
 import { AGENTS_SCHEMA, Agents } from "./agent-store";
 import { AgentRuntime, PRUNE_EVERY_MS } from "./agent-runtime";
-import { SseChannel, acceptSubscriber, closeQuietly, handleClientMessage, openSockets, parseSince, replayFrom, subscriberOf } from "./live-socket";
+import {
+  SUBSCRIPTION_RETRY_AFTER_S, SseChannel, acceptSubscriber, closeQuietly, handleClientMessage, openSockets, openSocketsOf, parseSince,
+  replayFrom, revokeSockets, subscriberOf, subscriptionRefusal, type SubscriptionLimits,
+} from "./live-socket";
 import { D1Outbox, OUTBOX_FLUSH_MS, OUTBOX_SCHEMA } from "./outbox";
 import { COMMANDS_SCHEMA, CommandQueue } from "./commands";
 import { JOBS_SCHEMA, JobRunner } from "./jobs";
@@ -52,6 +56,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   protected readonly agents: Agents;
   protected readonly agentRuntime: AgentRuntime;
   private readonly sse = new SseChannel();
+  private readonly subscriptionLimits: SubscriptionLimits;
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
   private alarmAt: number | null | undefined;
@@ -60,6 +65,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     super(ctx, env);
     const config = readConfig(env);
     this.database = env.DB;
+    this.subscriptionLimits = config.live;
     this.sql = ctx.storage.sql;
     this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA);
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
@@ -459,6 +465,12 @@ export class SiteHub extends DurableObject<HubBindings> {
     }
     if (!siteId || !subscriber) return Response.json({ detail: "Subscriptions come through the Worker" }, { status: 400 });
     this.bind(siteId);
+    // Checked before any socket exists, so a refused WebSocket client gets a plain 429, not an upgrade.
+    const refusal = subscriptionRefusal(
+      { site: openSockets(this.ctx).length + this.sse.size, user: openSocketsOf(this.ctx, subscriber.user_id).length + this.sse.countOf(subscriber.user_id) },
+      this.subscriptionLimits,
+    );
+    if (refusal) return Response.json({ detail: refusal }, { status: 429, headers: { "Retry-After": String(SUBSCRIPTION_RETRY_AFTER_S) } });
     const replay = replayFrom(parseSince(url.searchParams.get("since")), this.live, siteId);
     let response: Response;
     if (url.pathname === "/ws") {
@@ -474,7 +486,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   }
 
   async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer) {
-    handleClientMessage(ws, message, (since) => replayFrom(since, this.live, this.siteId), this.siteId);
+    handleClientMessage(ws, message, (since) => replayFrom(since, this.live, this.siteId), this.siteId, this.now());
   }
 
   async webSocketClose(ws: WebSocket, code: number, reason: string) {
@@ -493,11 +505,25 @@ export class SiteHub extends DurableObject<HubBindings> {
   }
 
   /** Who is connected (for tests, the bench and operators). */
-  async subscribers(siteId: string): Promise<{ websockets: number; sse: number; users: number[] }> {
+  async subscribers(siteId: string): Promise<{ websockets: number; sse: number; users: number[]; subscriptions: Pick<Subscriber, "user_id" | "channel" | "role">[] }> {
     this.bind(siteId);
     const sockets = openSockets(this.ctx);
+    const all = [...sockets.map((ws) => subscriberOf(ws)), ...this.sse.subscribers()].filter((s): s is Subscriber => s !== undefined);
     const users = [...new Set(sockets.map((ws) => subscriberOf(ws)?.user_id).filter((u): u is number => u !== undefined))];
-    return { websockets: sockets.length, sse: this.sse.size, users };
+    return { websockets: sockets.length, sse: this.sse.size, users, subscriptions: all.map(({ user_id, channel, role }) => ({ user_id, channel, role })) };
+  }
+
+  /**
+   * A user's access to the site changed (membership removed or lowered, user deleted or
+   * deactivated, ticket revoked): their open WebSockets and event streams here are closed, or keep
+   * going with the role they still have.
+   */
+  async revokeSubscriber(siteId: string, revocation: Revocation): Promise<RevocationResult> {
+    this.bind(siteId);
+    const now = this.now();
+    const sockets = revokeSockets(this.ctx, revocation, siteId, now);
+    const streams = this.sse.revoke(revocation, siteId, now);
+    return { closed: sockets.closed + streams.closed, downgraded: sockets.downgraded + streams.downgraded };
   }
 
   // ---- time ---------------------------------------------------------------------------------

@@ -30,6 +30,10 @@ const SCHEDULED_STEPS: Step[] = [
     name: "ws_tickets expiry",
     run: (_env, db, now) => db.delete(schema.wsTickets).where(lt(schema.wsTickets.expiresAt, now.toISOString())).run(),
   },
+  {
+    name: "invitations expiry",
+    run: (_env, db, now) => db.delete(schema.invitations).where(lt(schema.invitations.expiresAt, now.toISOString())).run(),
+  },
   // Pending/approved enrolment intents past expires_at → expired (audited, published); stale claim-failure windows dropped.
   { name: "intents", run: runIntentMaintenance },
   // Device commands past their TTL that their site hub has not swept (its alarm is the first line).

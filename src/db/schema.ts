@@ -42,6 +42,22 @@ export const tenantMemberships = sqliteTable("tenant_memberships", {
   index("tenant_memberships_user_idx").on(t.userId),
 ]);
 
+// Pending invitations to a site or tenant role, by e-mail (lowercased). An invitation says nothing
+// about whether an account has that address: it is applied when one signs up or logs in with it.
+export const invitations = sqliteTable("invitations", {
+  invitationId: text("invitation_id").primaryKey(),
+  scope: text("scope", { enum: ["site", "tenant"] }).notNull(),
+  targetId: text("target_id").notNull(),
+  email: text("email").notNull(),
+  role: text("role", { enum: ["viewer", "operator", "owner"] }).notNull(),
+  invitedBy: integer("invited_by"),
+  createdAt: createdAt(),
+  expiresAt: text("expires_at").notNull(),
+}, (t) => [
+  uniqueIndex("invitations_target_email_uq").on(t.scope, t.targetId, t.email),
+  index("invitations_email_idx").on(t.email),
+]);
+
 export const sites = sqliteTable("sites", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   siteId: text("site_id").notNull(),

@@ -9,7 +9,7 @@ import type { Env } from "../env";
 import { ApiError } from "../lib/errors";
 import * as contract from "../shared/hub-contract";
 import type {
-  AgentDevice, CommandReport, JobSpec, Outcome, PushInput, QueueInput, Sample, SeriesRequest, Sighting, Subscriber,
+  AgentDevice, CommandReport, JobSpec, Outcome, PushInput, QueueInput, Revocation, Sample, SeriesRequest, Sighting, Subscriber,
 } from "../shared/hub-contract";
 import type { CommandStatus, DiagnosticComponent } from "../shared/vocabulary";
 
@@ -155,9 +155,15 @@ export class SiteHubClient {
     return parse(contract.SubscribersSchema, await this.stub.subscribers(this.siteId));
   }
 
+  /** Closes (role null) or downgrades the user's open subscriptions on this site. */
+  async revokeSubscriber(revocation: Revocation) {
+    return parse(contract.RevocationResultSchema, await this.stub.revokeSubscriber(this.siteId, contract.RevocationSchema.parse(revocation)));
+  }
+
   /**
    * Hands an authorised subscription to the hub: `ws` (the request must carry the WebSocket upgrade)
-   * or `events` (server-sent events). The hub replays from `since` and then streams.
+   * or `events` (server-sent events). The hub replays from `since` and then streams, or answers 429
+   * when the user or the site already has as many subscriptions as it allows.
    */
   async subscribe(channel: "ws" | "events", subscriber: Omit<Subscriber, "channel">, since: number | undefined, upgrade?: string): Promise<Response> {
     const url = new URL(`https://site-hub.internal/${channel}`);

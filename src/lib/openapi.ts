@@ -54,6 +54,8 @@ type ErrorCode = keyof typeof STANDARD_ERRORS;
 
 type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
   auth: AuthMode;
+  /** Replaces the middleware `auth` brings, for a route that accepts another proof of the same identity (a live-channel ticket). */
+  authenticate?: MiddlewareHandler<AppEnv>;
   /** The role needed on the site of the object the path names; checked before the handler runs. */
   access?: AccessRule;
   /** Error statuses this route can answer besides the ones implied by its auth and body. */
@@ -67,7 +69,7 @@ type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
  * so the OpenAPI document cannot drift from what the route enforces.
  */
 export function apiRoute<const R extends ApiRouteConfig>(config: R) {
-  const { auth, access, errors = [], ...route } = config;
+  const { auth, authenticate, access, errors = [], ...route } = config;
   const codes = new Set<ErrorCode>(errors);
   if (auth !== "none") codes.add(401);
   if (auth === "admin" || auth === "device" || auth === "device-in-hub") codes.add(403);
@@ -84,11 +86,11 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
     [...codes].sort().map((code) => [code, errorResponse(STANDARD_ERRORS[code])]),
   );
   return createRoute({
-    ...(route as Omit<R, "auth" | "access" | "errors">),
+    ...(route as Omit<R, "auth" | "authenticate" | "access" | "errors">),
     security: SECURITY[auth],
-    middleware: access ? [...AUTH_MIDDLEWARE[auth], accessCheck(access, route.request)] : AUTH_MIDDLEWARE[auth],
+    middleware: [...(authenticate ? [authenticate] : AUTH_MIDDLEWARE[auth]), ...(access ? [accessCheck(access, route.request)] : [])],
     responses: { ...errorResponses, ...route.responses },
-  } as Omit<R, "auth" | "access" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
+  } as Omit<R, "auth" | "authenticate" | "access" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
 }
 
 function accessCheck(rule: AccessRule, request: RouteConfig["request"]) {

@@ -1,9 +1,9 @@
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
-import { siteMemberships, sites, tenantMemberships } from "../db/schema";
+import { siteMemberships, sites, tenantMemberships, users } from "../db/schema";
 import { forbidden, notFound } from "../lib/errors";
-import { recordAudit } from "./audit";
 import { ROLES, type Role } from "../shared/vocabulary";
+import { recordAudit } from "./audit";
 
 export { ROLES, type Role };
 
@@ -70,4 +70,31 @@ export async function accessibleSiteIds(db: Db, user: AuthUser): Promise<string[
       .where(eq(tenantMemberships.userId, user.id)).all(),
   ]);
   return [...new Set([...direct, ...viaTenant].map((r) => r.siteId))];
+}
+
+/** Every site the user can read, administrators included (for them: every site there is). */
+export async function visibleSiteIds(db: Db, user: AuthUser): Promise<string[]> {
+  return (await accessibleSiteIds(db, user)) ?? (await db.select({ siteId: sites.siteId }).from(sites).all()).map((r) => r.siteId);
+}
+
+/**
+ * The user's effective role on each of these sites as the database has it now: undefined where
+ * they have none, and everywhere once the user is deleted or deactivated.
+ */
+export async function currentSiteRoles(db: Db, userId: number, siteIds: string[]): Promise<Map<string, Role | undefined>> {
+  const roles = new Map<string, Role | undefined>(siteIds.map((id) => [id, undefined]));
+  const user = await db.select({ isAdmin: users.isAdmin, isActive: users.isActive }).from(users).where(eq(users.id, userId)).get();
+  if (!user?.isActive || siteIds.length === 0) return roles;
+  if (user.isAdmin) return new Map(siteIds.map((id) => [id, "owner"]));
+  // One JSON parameter for the whole list: D1 binds at most 100 per statement.
+  const list = JSON.stringify(siteIds);
+  const [direct, viaTenant] = await Promise.all([
+    db.select({ siteId: siteMemberships.siteId, role: siteMemberships.role }).from(siteMemberships)
+      .where(and(eq(siteMemberships.userId, userId), sql`${siteMemberships.siteId} IN (SELECT value FROM json_each(${list}))`)).all(),
+    db.select({ siteId: sites.siteId, role: tenantMemberships.role }).from(sites)
+      .innerJoin(tenantMemberships, and(eq(tenantMemberships.tenantId, sites.tenantId), eq(tenantMemberships.userId, userId)))
+      .where(sql`${sites.siteId} IN (SELECT value FROM json_each(${list}))`).all(),
+  ]);
+  for (const grant of [...direct, ...viaTenant]) roles.set(grant.siteId, maxRole(roles.get(grant.siteId), grant.role));
+  return roles;
 }

@@ -5,7 +5,7 @@ import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/
 import { randomToken } from "../shared/ids";
 import { recordAudit } from "./audit";
 import { auditRow } from "../shared/audit-row";
-import { accessibleSiteIds, authorizeSite, findSite, type Role } from "./access";
+import { accessibleSiteIds, findSite } from "./access";
 import { deviceChanged, rememberIssuedKey } from "./device-auth";
 import { siteHub } from "../hub/client";
 import { hashSecret, verifySecret } from "./passwords";
@@ -14,14 +14,6 @@ import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from ".
 export type DeviceRow = typeof devices.$inferSelect;
 
 export const findDevice = (db: Db, deviceId: string) => db.select().from(devices).where(eq(devices.deviceId, deviceId)).get();
-
-/** Loads a device and checks the caller's role on its site: unknown device 404, no access 403. */
-export async function authorizeDevice(db: Db, user: AuthUser, deviceId: string, minimum: Role, request?: Request) {
-  const device = await findDevice(db, deviceId);
-  if (!device) throw notFound(`Device with ID '${deviceId}' not found`);
-  const { site } = await authorizeSite(db, user, device.siteId, minimum, request);
-  return { device, site };
-}
 
 export async function listSiteDevices(db: Db, siteId: string) {
   return db.select().from(devices).where(eq(devices.siteId, siteId)).orderBy(desc(devices.createdAt), desc(devices.id)).all();

@@ -1,11 +1,16 @@
 import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
-import type { AuthUser, Db } from "../env";
+import type { AuthUser, Db, Env } from "../env";
 import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema";
 import { conflict, notFound, badRequest, forbidden, isUniqueViolation } from "../lib/errors";
 import { newSiteId } from "../shared/ids";
 import { auditRow } from "../shared/audit-row";
+import { isLowerRole } from "../shared/vocabulary";
 import { accessibleSiteIds, type Role } from "./access";
+import { recordAudit } from "./audit";
+import { invite } from "./invitations";
+import { syncLiveAccess } from "./live-access";
 import { tenantRole } from "./tenants";
+import { findUserById } from "./users";
 
 export interface CreateSiteInput {
   site_id?: string;
@@ -65,22 +70,70 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
   }
 }
 
-export async function listMembers(db: Db, siteId: string) {
-  return db
+/** The site's members; their e-mail addresses only when `withEmails` (owners and administrators). */
+export async function listMembers(db: Db, siteId: string, { withEmails }: { withEmails: boolean }) {
+  const rows = await db
     .select({ user_id: users.id, email: users.email, username: users.username, role: siteMemberships.role, created_at: siteMemberships.createdAt })
     .from(siteMemberships)
     .innerJoin(users, eq(users.id, siteMemberships.userId))
     .where(eq(siteMemberships.siteId, siteId))
     .orderBy(desc(siteMemberships.createdAt))
     .all();
+  return withEmails ? rows : rows.map(({ email: _email, ...member }) => member);
 }
 
-export async function resolveMemberUser(db: Db, input: { email?: string; user_id?: number }) {
-  const row = input.user_id !== undefined
-    ? await db.select().from(users).where(eq(users.id, input.user_id)).get()
-    : await db.select().from(users).where(eq(users.email, input.email!.toLowerCase())).get();
-  if (!row) throw notFound("User not found");
-  return row;
+const ADD_BY_ID_IS_FOR_ADMINS = "Only administrators add members by user_id; invite them by e-mail instead";
+
+/**
+ * Adds a member the way the request names them. By e-mail: an invitation, answered alike whether
+ * or not an account has the address (see ./invitations.ts). By user_id: administrators add anyone;
+ * an owner may only change the role of someone already a member (whose id the member list shows),
+ * so an id says nothing about accounts outside the site. A lowered role reaches the member's open
+ * live connections at once.
+ */
+export async function addSiteMember(
+  db: Db,
+  env: Env,
+  actor: AuthUser,
+  siteId: string,
+  input: { email?: string; user_id?: number; role: Role },
+  request?: Request,
+) {
+  if (input.email !== undefined) {
+    return { invitation: await invite(db, { scope: "site", targetId: siteId, email: input.email, role: input.role, invitedBy: actor }, request) };
+  }
+  const userId = input.user_id!;
+  const previous = await db.select().from(siteMemberships)
+    .where(and(eq(siteMemberships.siteId, siteId), eq(siteMemberships.userId, userId))).get();
+  if (!actor.isAdmin && !previous) throw forbidden(ADD_BY_ID_IS_FOR_ADMINS);
+  const user = await findUserById(db, userId);
+  if (!user) throw notFound("User not found");
+  const membership = await upsertSiteMember(db, siteId, user.id, input.role);
+  await recordAudit(db, {
+    eventType: "site_member_added",
+    description: `User ${user.id} (${user.username}) granted ${input.role} on ${siteId}`,
+    userId: actor.id,
+    siteId,
+    metadata: { member_user_id: user.id, role: input.role, previous_role: previous?.role ?? null },
+    request,
+  });
+  if (isLowerRole(input.role, previous?.role)) await syncLiveAccess(env, db, user.id, [siteId]);
+  return { member: { user_id: user.id, email: user.email, username: user.username, role: membership.role, created_at: membership.createdAt } };
+}
+
+/** Removes a member (never the last owner) and ends their live connections to the site unless a tenant role still grants one. */
+export async function removeMemberFromSite(db: Db, env: Env, actor: AuthUser, siteId: string, userId: number, request?: Request) {
+  const removed = await removeSiteMember(db, siteId, userId);
+  await recordAudit(db, {
+    eventType: "site_member_removed",
+    description: `User ${userId} removed from ${siteId}`,
+    userId: actor.id,
+    siteId,
+    metadata: { member_user_id: userId, role: removed.role },
+    request,
+  });
+  await syncLiveAccess(env, db, userId, [siteId]);
+  return removed;
 }
 
 // True when the site has an owner other than `userId`. Evaluated inside the same statement as the

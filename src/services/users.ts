@@ -1,7 +1,10 @@
 import { and, eq, gte, sql } from "drizzle-orm";
-import type { AuthUser, Db } from "../env";
-import { auditLogs, users } from "../db/schema";
+import type { AuthUser, Db, Env } from "../env";
+import { auditLogs, siteMemberships, tenantMemberships, users, wsTickets } from "../db/schema";
 import { badRequest, isUniqueViolation } from "../lib/errors";
+import { auditRow } from "../shared/audit-row";
+import { visibleSiteIds } from "./access";
+import { syncLiveAccess } from "./live-access";
 import { hashSecret } from "./passwords";
 
 type UserRow = typeof users.$inferSelect;
@@ -51,9 +54,45 @@ export async function createUser(
   }
 }
 
-export async function deleteUserByEmail(db: Db, email: string): Promise<boolean> {
-  const deleted = await db.delete(users).where(eq(users.email, email.toLowerCase())).returning({ id: users.id }).all();
-  return deleted.length > 0;
+/**
+ * Deletes the user with their memberships and unused WebSocket tickets, in one batch with its audit
+ * row, then closes their live connections on every site they could see.
+ */
+export async function deleteUser(db: Db, env: Env, target: UserRow, by: AuthUser, request?: Request) {
+  const sitesSeen = await visibleSiteIds(db, toAuthUser(target));
+  await db.batch([
+    db.delete(siteMemberships).where(eq(siteMemberships.userId, target.id)),
+    db.delete(tenantMemberships).where(eq(tenantMemberships.userId, target.id)),
+    db.delete(wsTickets).where(eq(wsTickets.userId, target.id)),
+    db.delete(users).where(eq(users.id, target.id)),
+    db.insert(auditLogs).values(auditRow({
+      eventType: "user_deleted",
+      description: `User ${target.email} deleted`,
+      userId: by.id,
+      metadata: { deleted_user_id: target.id, email: target.email },
+      request,
+    })),
+  ]);
+  await syncLiveAccess(env, db, target.id, sitesSeen);
+}
+
+/**
+ * Deactivates or reactivates a user. A deactivated user's tokens stop working at once (every
+ * request re-reads the user), and their live connections on every site they could see are closed.
+ */
+export async function setUserActive(db: Db, env: Env, target: UserRow, active: boolean, by: AuthUser, request?: Request) {
+  await db.batch([
+    db.update(users).set({ isActive: active, updatedAt: new Date().toISOString() }).where(eq(users.id, target.id)),
+    db.insert(auditLogs).values(auditRow({
+      eventType: active ? "user_activated" : "user_deactivated",
+      description: `User ${target.email} ${active ? "reactivated" : "deactivated"}`,
+      userId: by.id,
+      metadata: { target_user_id: target.id, email: target.email },
+      request,
+    })),
+  ]);
+  if (!active) await syncLiveAccess(env, db, target.id, await visibleSiteIds(db, toAuthUser(target)));
+  return { ...target, isActive: active };
 }
 
 export const LOGIN_FAILURE_LIMIT = 10;

@@ -24,6 +24,9 @@ export interface Vars {
   OIDC_CLIENT_SECRET?: string;
   OIDC_REDIRECT_URI?: string;
   FRONTEND_URL?: string;
+  CORS_ORIGINS?: string;
+  LIVE_MAX_SUBSCRIPTIONS_PER_USER?: string;
+  LIVE_MAX_SUBSCRIPTIONS_PER_SITE?: string;
 }
 
 /** What a site hub is given: the database and the variables (the Worker's Env adds its own bindings). */
@@ -63,6 +66,10 @@ export interface Config {
   /** Share of simulated agent updates that fail (0–1). */
   agentFailureRate: number;
   oidc: { issuer?: string; clientId?: string; clientSecret?: string; redirectUri?: string; frontendUrl?: string };
+  /** Origins besides the service's own that browsers may call from (exact `scheme://host[:port]`). */
+  corsOrigins: string[];
+  /** Open live subscriptions (WebSockets and event streams together) a site's hub accepts. */
+  live: { maxSubscriptionsPerUser: number; maxSubscriptionsPerSite: number };
 }
 
 export const MIN_JWT_SECRET_BYTES = 32;
@@ -87,6 +94,28 @@ function positive(value: string | undefined, fallback: number, max = Number.POSI
   if (value === undefined || value.trim() === "") return fallback;
   const n = Number(value);
   return Number.isFinite(n) && n > 0 && n <= max ? n : fallback;
+}
+
+/** A whole number in [1, max]; anything else is the fallback. */
+function positiveInteger(value: string | undefined, fallback: number, max: number): number {
+  const n = positive(value, fallback, max);
+  return Number.isInteger(n) ? n : fallback;
+}
+
+/** Comma-separated origins, each normalised to its serialised form; entries that are not URLs are dropped. */
+function parseOrigins(value: string | undefined): string[] {
+  const origins = new Set<string>();
+  for (const entry of (value ?? "").split(",")) {
+    const trimmed = entry.trim();
+    if (!trimmed) continue;
+    try {
+      const origin = new URL(trimmed).origin;
+      if (origin !== "null") origins.add(origin);
+    } catch {
+      // not a URL: ignored, like any malformed variable
+    }
+  }
+  return [...origins];
 }
 
 function share(value: string | undefined, fallback: number): number {
@@ -129,6 +158,11 @@ export function readConfig(vars: Vars): Config {
       clientSecret: vars.OIDC_CLIENT_SECRET,
       redirectUri: vars.OIDC_REDIRECT_URI,
       frontendUrl: vars.FRONTEND_URL,
+    },
+    corsOrigins: parseOrigins(vars.CORS_ORIGINS),
+    live: {
+      maxSubscriptionsPerUser: positiveInteger(vars.LIVE_MAX_SUBSCRIPTIONS_PER_USER, 10, 100_000),
+      maxSubscriptionsPerSite: positiveInteger(vars.LIVE_MAX_SUBSCRIPTIONS_PER_SITE, 1000, 1_000_000),
     },
   };
   cache.set(vars, config);

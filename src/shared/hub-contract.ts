@@ -6,7 +6,7 @@
  */
 import { z } from "@hono/zod-openapi";
 import {
-  AGENT_STATES, COMMAND_STATUSES, DIAGNOSTIC_COMPONENTS, JOB_STATUSES, LIVE_STATUSES, SERIES_KINDS,
+  AGENT_STATES, COMMAND_STATUSES, DIAGNOSTIC_COMPONENTS, JOB_STATUSES, LIVE_STATUSES, ROLES, SERIES_KINDS,
 } from "./vocabulary";
 
 const json = z.record(z.string(), z.unknown());
@@ -232,7 +232,7 @@ export const LiveEventSchema = z
   .object({
     seq: z.number().int().openapi({ description: "Increases by one per event of the site; resume with ?since=<seq> or Last-Event-ID" }),
     type: z.string().openapi({
-      description: "device.status, device.heartbeat (coalesced, at most one every 2 s), device.metrics (a stored sample), agent.state, agent.health, agent.push, command.updated, job.updated, intent.updated; control messages: stream.truncated (you missed events older than the replay ring: reload), stream.error",
+      description: "device.status, device.heartbeat (coalesced, at most one every 2 s), device.metrics (a stored sample), agent.state, agent.health, agent.push, command.updated, job.updated, intent.updated; and stream.truncated (you missed events older than the replay ring: reload). The hub's own messages without a seq (stream.error, stream.revoked) are LiveControlMessage.",
       example: "device.status",
     }),
     site_id: z.string(),
@@ -243,13 +243,66 @@ export const LiveEventSchema = z
 export type LiveEvent = z.infer<typeof LiveEventSchema>;
 
 export const ChannelHeadSchema = z.object({ last_seq: z.number().int(), oldest_seq: z.number().int() });
-export const SubscribersSchema = z.object({ websockets: z.number().int(), sse: z.number().int(), users: z.array(z.number().int()) });
 
-/** Who a live subscription belongs to; the hub keeps it with the socket or stream. */
-export const SubscriberSchema = z.object({ user_id: z.number().int(), connected_at: z.string(), channel: z.enum(["ws", "sse"]) });
+const RoleSchema = z.enum(ROLES);
+
+/**
+ * Who a live subscription belongs to; the hub keeps it with the socket or stream. `role` is the role
+ * the Worker authorised it with; `ticket_id` (the SHA-256 of the one-use ticket) when a ticket opened it.
+ */
+export const SubscriberSchema = z.object({
+  user_id: z.number().int(),
+  connected_at: z.string(),
+  channel: z.enum(["ws", "sse"]),
+  role: RoleSchema,
+  ticket_id: z.string().optional(),
+});
 export type Subscriber = z.infer<typeof SubscriberSchema>;
 /** The request header that carries the subscriber from the Worker to the hub. */
 export const SUBSCRIBER_HEADER = "X-Fleet-Subscriber";
+
+export const SubscribersSchema = z.object({
+  websockets: z.number().int(),
+  sse: z.number().int(),
+  users: z.array(z.number().int()),
+  subscriptions: z.array(SubscriberSchema.pick({ user_id: true, channel: true, role: true })),
+});
+
+/**
+ * A user's access to the site changed: `role: null` ends their subscriptions (only the one a ticket
+ * opened, given `ticket_id`); a role is what they keep, recorded on their open subscriptions.
+ */
+export const RevocationSchema = z.object({
+  user_id: z.number().int(),
+  role: RoleSchema.nullable(),
+  ticket_id: z.string().optional(),
+});
+export type Revocation = z.infer<typeof RevocationSchema>;
+export const RevocationResultSchema = z.object({ closed: z.number().int(), downgraded: z.number().int() });
+export type RevocationResult = z.infer<typeof RevocationResultSchema>;
+
+/** The WebSocket close code and reason of a subscription whose access was revoked. */
+export const LIVE_REVOKED_CLOSE_CODE = 4403;
+export const LIVE_REVOKED_REASON = "access revoked";
+
+/**
+ * What the hub itself says on the channel, besides events: `stream.error` (a client message it
+ * could not honour; `code: "replay_rate_limited"` with `retry_after_s` when replays come too fast)
+ * and `stream.revoked` (access was revoked; the connection ends right after it).
+ */
+export const LiveControlMessageSchema = z
+  .object({
+    type: z.enum(["stream.error", "stream.revoked"]),
+    site_id: z.string(),
+    ts: z.string(),
+    data: z.object({
+      detail: z.string(),
+      code: z.enum(["bad_message", "replay_rate_limited", "access_revoked"]).optional(),
+      retry_after_s: z.number().int().positive().optional(),
+    }),
+  })
+  .openapi("LiveControlMessage");
+export type LiveControlMessage = z.infer<typeof LiveControlMessageSchema>;
 
 // ---- agents -----------------------------------------------------------------------------------
 

@@ -30,12 +30,18 @@ const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
   permission_denied: { category: "security_events", severity: "warning" },
   user_created: { category: "user_actions", severity: "info" },
   user_deleted: { category: "user_actions", severity: "warning" },
+  user_deactivated: { category: "user_actions", severity: "warning" },
+  user_activated: { category: "user_actions", severity: "info" },
   site_created: { category: "site_management", severity: "info" },
   site_member_added: { category: "site_management", severity: "info" },
   site_member_removed: { category: "site_management", severity: "info" },
+  site_member_invited: { category: "site_management", severity: "info" },
+  site_invitation_revoked: { category: "site_management", severity: "info" },
   tenant_created: { category: "site_management", severity: "info" },
   tenant_member_added: { category: "site_management", severity: "info" },
   tenant_member_removed: { category: "site_management", severity: "info" },
+  tenant_member_invited: { category: "site_management", severity: "info" },
+  tenant_invitation_revoked: { category: "site_management", severity: "info" },
   bootstrap_key_created: { category: "site_management", severity: "info" },
   bootstrap_key_revoked: { category: "site_management", severity: "warning" },
   device_registered: { category: "device_management", severity: "info" },
@@ -75,6 +81,15 @@ const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
 export function classify(eventType: string): { category: Category; severity: Severity } {
   return CATALOGUE[eventType] ?? { category: "business_events", severity: "info" };
 }
+
+// ---- roles ------------------------------------------------------------------------------------
+
+/** Site and tenant roles, lowest first: each includes the rights of the ones before it. */
+export const ROLES = ["viewer", "operator", "owner"] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Whether `role` is below `than` (never when there was no role before). */
+export const isLowerRole = (role: Role, than: Role | undefined) => than !== undefined && ROLES.indexOf(role) < ROLES.indexOf(than);
 
 // ---- device presence --------------------------------------------------------------------------
 
@@ -151,7 +166,3 @@ export type DiagnosticComponent = (typeof DIAGNOSTIC_COMPONENTS)[number];
 
 export const SERIES_KINDS = ["metrics", "transactions", "errors"] as const;
 export type SeriesKind = (typeof SERIES_KINDS)[number];
-
-/** Site and tenant roles, weakest first: viewer reads, operator acts on devices, owner manages members. */
-export const ROLES = ["viewer", "operator", "owner"] as const;
-export type Role = (typeof ROLES)[number];

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { and, desc, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, db, signup } from "./helpers";
+import { call, db, grantSiteRole, signup } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator, telemetry } from "./device-helpers";
 import { agentRow, hub, liveEvents, push, setAgent, simulatedDevice, stepAgent } from "./agents-helpers";
 import { healthAt, simulatedDiagnostics } from "../../durable-objects/agent-model";
@@ -189,7 +189,7 @@ describe("restart and device health", () => {
     expect(res.headers.get("Deprecation")).toBe("true");
     expect(res.json.response.status).toBe("success");
     const viewer = await signup();
-    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { user_id: viewer.id, role: "viewer" } });
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     expect((await call(`/api/v1/devices/${d.device_id}/health`, { token: viewer.token })).status).toBe(200);
     expect((await call(`/api/v1/devices/${d.device_id}/restart`, { method: "POST", token: viewer.token })).status).toBe(403);
     expect((await call(`/api/v1/devices/${d.device_id}/restart`, { method: "POST", token: (await signup()).token })).status).toBe(403);
@@ -320,7 +320,7 @@ describe("push", () => {
     }
     expect((await call(`/api/v1/agents/${d.device_id}/push`, { method: "POST", token: owner.token, rawBody: "{nope" })).status).toBe(400);
     const viewer = await signup();
-    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { user_id: viewer.id, role: "viewer" } });
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     expect((await push(viewer.token, d.device_id, { title: "hi" })).status).toBe(403);
     expect((await push(owner.token, "NO-SUCH-DEVICE", { title: "hi" })).status).toBe(404);
   });

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, createSite, db, eventually, signup, unique } from "./helpers";
+import { call, createSite, db, eventually, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice, siteWithOperator } from "./device-helpers";
 import { agentRow, setAgent } from "./agents-helpers";
 import {
@@ -277,7 +277,7 @@ describe("command queue: limits, idempotency and isolation", () => {
   it("enforces roles: operators queue and cancel, viewers read, strangers see nothing", async () => {
     const { owner, siteId, device } = await setup();
     const viewer = await signup();
-    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } });
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     const stranger = await signup();
     expect((await queueCommand(viewer.token, device.device_id, { command_type: "ping" })).status).toBe(403);
     expect((await queueCommand(stranger.token, device.device_id, { command_type: "ping" })).status).toBe(403);

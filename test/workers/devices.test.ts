@@ -4,7 +4,7 @@ import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { and, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, db, eventually, signup, unique } from "./helpers";
+import { call, db, eventually, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator, telemetry } from "./device-helpers";
 import { flushHub } from "./commands-helpers";
 import type { SiteHub } from "../../durable-objects/site-hub";
@@ -62,7 +62,7 @@ describe("device registry", () => {
   it("requires the operator role to register and access to read", async () => {
     const { owner, siteId } = await siteWithOperator();
     const viewer = await signup();
-    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } });
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     expect((await call(`/api/v1/devices/sites/${siteId}/devices`, { method: "POST", token: viewer.token, body: { name: "x" } })).status).toBe(403);
     expect((await call(`/api/v1/devices/sites/${siteId}/devices`, { token: viewer.token })).status).toBe(200);
     const stranger = await signup();
@@ -411,7 +411,7 @@ describe("viewers cannot change devices or enrolment", () => {
   it("answers 403 to a viewer on every operator action, and nothing changes", async () => {
     const { owner, siteId } = await siteWithOperator();
     const viewer = await signup();
-    expect((await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } })).status).toBe(201);
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     const d = await registerDevice(owner.token, siteId);
     expect((await call(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token: owner.token })).status).toBe(201);
     const before = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get();
@@ -503,7 +503,7 @@ describe("PATCH /api/v1/devices/{device_id}", () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId, { name: "Till" });
     const viewer = await signup();
-    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } });
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     const stranger = await signup();
     expect((await patch(d.device_id, viewer.token, { name: "Renamed" })).status).toBe(403);
     expect((await patch(d.device_id, stranger.token, { name: "Renamed" })).status).toBe(403);

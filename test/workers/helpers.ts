@@ -78,3 +78,20 @@ export async function eventually<T>(check: () => Promise<T | undefined | null | 
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** Logs in with e-mail and password (which applies the invitations waiting for the address). */
+export async function login(user: { email: string; password: string }) {
+  const res = await call("/api/v1/auth/login", { method: "POST", body: { email: user.email, password: user.password } });
+  if (res.status !== 200) throw new Error(`login failed: ${res.status} ${res.text}`);
+  return res.json.data.access_token as string;
+}
+
+/**
+ * Gives `user` a role on a site the way an owner does: an e-mail invitation, applied when the user
+ * next logs in. The user's earlier tokens keep working (roles are read on every request).
+ */
+export async function grantSiteRole(ownerToken: string, siteId: string, user: { email: string; password: string }, role: string) {
+  const res = await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: ownerToken, body: { email: user.email, role } });
+  if (res.status !== 202) throw new Error(`invitation failed: ${res.status} ${res.text}`);
+  await login(user);
+}

@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import * as schema from "../../src/db/schema";
 import { authenticateDevice } from "../../src/services/device-auth";
-import { call, createSite, db, signup, unique, type Call } from "./helpers";
+import { call, createSite, db, grantSiteRole, signup, unique, type Call } from "./helpers";
 
 // Every response body seen in this file, checked at the end for token hashes and their key names.
 const seen: { path: string; text: string }[] = [];
@@ -50,10 +50,7 @@ const claim = (intentId: string, body: Record<string, unknown>) => api(claimPath
 const intentRow = (intentId: string) =>
   db().select().from(schema.enrolmentIntents).where(eq(schema.enrolmentIntents.intentId, intentId)).get();
 
-async function addMember(siteId: string, user: User, role: string) {
-  const res = await api(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: user.email, role } });
-  expect(res.status, res.text).toBe(201);
-}
+const addMember = (siteId: string, user: User, role: string) => grantSiteRole(owner.token, siteId, user, role);
 
 interface LiveMessage { seq: number; type: string; data: any }
 const liveEvents = async (siteId: string): Promise<LiveMessage[]> =>

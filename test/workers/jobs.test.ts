@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { and, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, createSite, db, signup, unique } from "./helpers";
+import { call, createSite, db, grantSiteRole, signup, unique } from "./helpers";
 import { registerDevice, siteWithOperator } from "./device-helpers";
 import { auditOfType, flushHub, hubSql, liveEvents, poll, report, runAlarm, runCron } from "./commands-helpers";
 
@@ -166,7 +166,7 @@ describe("jobs: the lifecycle", () => {
     const { owner, siteId, sims } = await simulatedSite(1);
     const real = await registerDevice(owner.token, siteId, { device_id: unique("POS-") });
     const viewer = await signup();
-    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } });
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     const jobId = (await createJob(owner.token, siteId, { action: "restart" })).json.job_id;
     const sent = await sentByHub(owner.token, siteId, jobId);
     expect(sent.executions).toHaveLength(2);
@@ -277,7 +277,7 @@ describe("jobs: access, validation and lists", () => {
   it("requires the operator role to create and checks targets", async () => {
     const { owner, siteId, sims } = await simulatedSite(1);
     const viewer = await signup();
-    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: owner.token, body: { email: viewer.email, role: "viewer" } });
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
     expect((await createJob(viewer.token, siteId, { action: "ping" })).status).toBe(403);
     expect((await createJob((await signup()).token, siteId, { action: "ping" })).status).toBe(403);
     expect((await createJob(owner.token, `NOPE-${unique()}`, { action: "ping" })).status).toBe(404);

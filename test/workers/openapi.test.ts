@@ -116,6 +116,7 @@ describe("OpenAPI document", () => {
     const ids: Record<string, string> = {
       site_id: siteId, device_id: device.device_id, job_id: job.json.job_id, command_id: command.json.command_id,
       user_id: String(owner.id), intent_id: "00000000-0000-4000-8000-000000000000",
+      invitation_id: "00000000-0000-4000-8000-000000000000", ticket_id: "0".repeat(64),
     };
     const outsider = await signup();
     const guarded = operations().filter((o) => (o.op.security ?? []).some((s) => "bearerAuth" in s) && /\{(site_id|device_id|job_id|command_id)\}/.test(o.path));

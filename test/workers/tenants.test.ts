@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { admin, call, db, signup, unique } from "./helpers";
+import { admin, call, db, login, signup, unique } from "./helpers";
 
 const createTenant = (token: string | undefined, body: Record<string, unknown>) =>
   call("/api/v1/tenants", { method: "POST", token, body });
@@ -58,10 +58,11 @@ describe("tenants", () => {
     const stranger = await signup();
     const add = (token: string, body: Record<string, unknown>) =>
       call(`/api/v1/tenants/${tenantId}/members`, { method: "POST", token, body });
-    const first = await add(a.token, { email: owner.email, role: "owner" });
+    const first = await add(a.token, { user_id: owner.id, role: "owner" });
     expect(first.status).toBe(201);
     expect(first.json).toMatchObject({ user_id: owner.id, email: owner.email, role: "owner" });
-    expect((await add(owner.token, { user_id: viewer.id, role: "viewer" })).status).toBe(201);
+    expect((await add(owner.token, { email: viewer.email, role: "viewer" })).status).toBe(202);
+    await login(viewer);
     expect((await add(viewer.token, { user_id: stranger.id, role: "viewer" })).status).toBe(403);
     expect((await add(stranger.token, { user_id: stranger.id, role: "owner" })).status).toBe(403);
 

@@ -1,14 +1,14 @@
 import { z } from "@hono/zod-openapi";
 import { setCookie } from "hono/cookie";
-import { eq } from "drizzle-orm";
-import { siteMemberships, tenantMemberships } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { ApiError, unauthorized, tooManyRequests } from "../../lib/errors";
+import { ApiError, notFound, unauthorized, tooManyRequests } from "../../lib/errors";
 import { ACCESS_TOKEN_COOKIE } from "../../middleware/auth";
 import { recordAudit } from "../../services/audit";
+import { acceptInvitations } from "../../services/invitations";
 import { decoyVerify, verifySecret } from "../../services/passwords";
 import { issueAccessToken } from "../../services/tokens";
-import { LOGIN_FAILURE_LIMIT, createUser, deleteUserByEmail, findUserByEmail, recentLoginFailures } from "../../services/users";
+import { LOGIN_FAILURE_LIMIT, createUser, deleteUser, findUserByEmail, recentLoginFailures, setUserActive } from "../../services/users";
+import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
 import * as s from "./schema";
 
 const LOGIN_FAILED = "Incorrect email or password";
@@ -22,7 +22,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Create an account",
-    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part.",
+    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Site and tenant invitations waiting for this e-mail address (compared case-insensitively) are applied.",
     request: jsonBody(s.SignupBody),
     responses: { 201: jsonResponse(s.SignupResponse, "Account created") },
     errors: [400],
@@ -31,6 +31,7 @@ authRoutes.openapi(
     const body = c.req.valid("json");
     const user = await createUser(c.var.db, { email: body.email, password: body.password, username: body.username, fullName: body.full_name });
     await recordAudit(c.var.db, { eventType: "user_created", description: `User ${user.email} signed up`, userId: user.id, request: c.req.raw });
+    await acceptInvitations(c.var.db, user, c.req.raw);
     const accessToken = await issueAccessToken(c.var.config, user);
     return c.json({ success: true, message: "User created successfully", data: { access_token: accessToken } }, 201);
   },
@@ -43,7 +44,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Log in with e-mail and password",
-    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. After 10 failed logins for one e-mail address within 15 minutes, further attempts answer 429 with Retry-After until the window passes.",
+    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. After 10 failed logins for one e-mail address within 15 minutes, further attempts answer 429 with Retry-After until the window passes. A successful login applies the site and tenant invitations waiting for the account's e-mail address.",
     request: jsonBody(s.LoginBody),
     responses: { 200: jsonResponse(s.LoginResponse, "Logged in") },
     errors: [401, 429],
@@ -69,6 +70,7 @@ authRoutes.openapi(
     }
     const accessToken = await issueAccessToken(c.var.config, user);
     await recordAudit(db, { eventType: "login_success", description: `User ${user.email} logged in`, userId: user.id, metadata: { user_id: user.id }, request: c.req.raw });
+    await acceptInvitations(db, user, c.req.raw);
     const { cookie, jwt } = c.var.config;
     setCookie(c, ACCESS_TOKEN_COOKIE, accessToken, {
       httpOnly: true,
@@ -127,7 +129,7 @@ authRoutes.openapi(
     auth: "admin",
     tags: ["Auth"],
     summary: "Delete a user (administrators)",
-    description: "Removes the user and their site and tenant memberships. An unknown e-mail answers 401, not 404, as the service this one replaces answered; existing clients rely on it.",
+    description: `Removes the user and their site and tenant memberships, and closes their open live connections on every site at once (close code ${LIVE_REVOKED_CLOSE_CODE}). An unknown e-mail answers 401, not 404, as the service this one replaces answered; existing clients rely on it.`,
     request: { params: s.EmailParam },
     responses: { 200: jsonResponse(s.DeleteUserResponse, "User deleted") },
   }),
@@ -136,19 +138,30 @@ authRoutes.openapi(
     const db = c.var.db;
     const target = await findUserByEmail(db, email);
     if (!target) throw unauthorized("User not found");
-    await db.batch([
-      db.delete(siteMemberships).where(eq(siteMemberships.userId, target.id)),
-      db.delete(tenantMemberships).where(eq(tenantMemberships.userId, target.id)),
-    ]);
-    await deleteUserByEmail(db, email);
-    await recordAudit(db, {
-      eventType: "user_deleted",
-      description: `User ${target.email} deleted`,
-      userId: c.var.user!.id,
-      metadata: { deleted_user_id: target.id, email: target.email },
-      request: c.req.raw,
-    });
+    await deleteUser(db, c.env, target, c.var.user!, c.req.raw);
     return c.json({ success: true, message: "User deleted successfully", data: { email: target.email } }, 200);
+  },
+);
+
+authRoutes.openapi(
+  apiRoute({
+    method: "patch",
+    path: "/users/{email}",
+    auth: "admin",
+    tags: ["Auth"],
+    summary: "Deactivate or reactivate a user (administrators)",
+    description: `A deactivated user cannot log in, their tokens stop working on the next request, and their open live connections on every site are closed at once (close code ${LIVE_REVOKED_CLOSE_CODE}). Memberships are kept, so reactivating restores their access. Unknown e-mail → 404.`,
+    request: { params: s.EmailParam, ...jsonBody(s.UserActiveBody) },
+    responses: { 200: jsonResponse(s.UserActiveResponse, "The user's state") },
+    errors: [404],
+  }),
+  async (c) => {
+    const { email } = c.req.valid("param");
+    const { is_active } = c.req.valid("json");
+    const target = await findUserByEmail(c.var.db, email);
+    if (!target) throw notFound("User not found");
+    const updated = await setUserActive(c.var.db, c.env, target, is_active, c.var.user!, c.req.raw);
+    return c.json({ success: true, message: is_active ? "User reactivated" : "User deactivated", data: { email: updated.email, is_active: updated.isActive } }, 200);
   },
 );
 

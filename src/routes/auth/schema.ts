@@ -48,6 +48,14 @@ export const DeleteUserResponse = z
   .object({ success: z.boolean(), message: z.string(), data: z.object({ email: z.string() }) })
   .openapi("DeleteUserResponse");
 
+export const UserActiveBody = z
+  .object({ is_active: z.boolean().openapi({ description: "false deactivates the user, true reactivates them" }) })
+  .openapi("UserActiveRequest");
+
+export const UserActiveResponse = z
+  .object({ success: z.boolean(), message: z.string(), data: z.object({ email: z.string(), is_active: z.boolean() }) })
+  .openapi("UserActiveResponse");
+
 export const EmailParam = z.object({ email: z.string().min(3).max(254).openapi({ param: { name: "email", in: "path" } }) });
 export const UserIdParam = z.object({ user_id: z.coerce.number().int().positive().openapi({ param: { name: "user_id", in: "path" } }) });
 export const RoleQuery = z.object({ new_role: z.string().min(1).optional() });

@@ -1,11 +1,16 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { recordAudit } from "../../services/audit";
-import { listMembers, removeSiteMember, resolveMemberUser, upsertSiteMember } from "../../services/sites";
+import { grantedSite } from "../../middleware/access";
+import { pendingInvitations, revokeInvitation, toInvitation } from "../../services/invitations";
+import { addSiteMember, listMembers, removeMemberFromSite } from "../../services/sites";
+import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
 import * as s from "./schema";
 
 const TAGS = ["Site members"];
 
-/** Site membership management: viewers read, owners change (roles rank viewer < operator < owner; see src/services/access.ts). */
+/**
+ * Site membership management: viewers read, owners change (roles rank viewer < operator < owner;
+ * see src/services/access.ts). Adding by e-mail is an invitation (src/services/invitations.ts).
+ */
 export const siteMemberRoutes = newRouter();
 
 siteMemberRoutes.openapi(
@@ -15,13 +20,15 @@ siteMemberRoutes.openapi(
     auth: "user", access: { site: "viewer" },
     tags: TAGS,
     summary: "List a site's members",
+    description: "Viewer role. E-mail addresses are listed for the site's owners (including owners through the tenant) and administrators only; everyone else sees user ids and usernames.",
     request: { params: s.SiteParams },
     responses: { 200: jsonResponse(s.MemberList, "Members") },
     errors: [403, 404],
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
-    return c.json({ members: await listMembers(c.var.db, site_id) }, 200);
+    const { role } = grantedSite(c);
+    return c.json({ members: await listMembers(c.var.db, site_id, { withEmails: role === "owner" }) }, 200);
   },
 );
 
@@ -31,27 +38,24 @@ siteMemberRoutes.openapi(
     path: "/{site_id}/members",
     auth: "user", access: { site: "owner" },
     tags: TAGS,
-    summary: "Grant a user a role on the site (owner)",
-    description: "Adds the user identified by `email` or `user_id`, or changes their role when already a member. Demoting the site's last owner is refused (400).",
+    summary: "Invite someone by e-mail, or set a member's role (owner)",
+    description: [
+      "By `email`: an invitation (202). The answer is the same whether or not an account has that address, and nothing changes until one does: the invitation is applied when an account with that address (compared case-insensitively) signs up or next logs in, within 7 days. It grants at least `role` and never lowers a role the user already has. Inviting the same address again replaces the role and restarts the 7 days. Pending invitations are listed and revoked under `…/invitations`.",
+      "By `user_id` (201): administrators add any user; an owner may only change the role of a user who is already a member of the site (anything else is 403, whether or not the user exists). Demoting the site's last owner is refused (400).",
+      "A lowered role takes effect on the member's open live connections at once.",
+    ].join("\n\n"),
     request: { params: s.SiteParams, ...jsonBody(s.AddMemberBody) },
-    responses: { 201: jsonResponse(s.Member, "Membership") },
+    responses: {
+      201: jsonResponse(s.Member, "Membership (by user_id)"),
+      202: jsonResponse(s.Invitation, "Invitation stored (by email)"),
+    },
     errors: [403, 404],
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
-    const body = c.req.valid("json");
-    const db = c.var.db;
-    const user = await resolveMemberUser(db, body);
-    const membership = await upsertSiteMember(db, site_id, user.id, body.role);
-    await recordAudit(db, {
-      eventType: "site_member_added",
-      description: `${user.email} granted ${body.role} on ${site_id}`,
-      userId: c.var.user!.id,
-      siteId: site_id,
-      metadata: { member_user_id: user.id, role: body.role },
-      request: c.req.raw,
-    });
-    return c.json({ user_id: user.id, email: user.email, username: user.username, role: membership.role, created_at: membership.createdAt }, 201);
+    const added = await addSiteMember(c.var.db, c.env, c.var.user!, site_id, c.req.valid("json"), c.req.raw);
+    if (added.invitation) return c.json(toInvitation(added.invitation), 202);
+    return c.json(added.member, 201);
   },
 );
 
@@ -62,23 +66,50 @@ siteMemberRoutes.openapi(
     auth: "user", access: { site: "owner" },
     tags: TAGS,
     summary: "Remove a member (owner)",
-    description: "The last owner of a site cannot be removed (400).",
+    description: `The last owner of a site cannot be removed (400). The member's open WebSocket and event-stream subscriptions to the site are closed at once (close code ${LIVE_REVOKED_CLOSE_CODE}), unless a tenant role still lets them read it.`,
     request: { params: s.MemberParams },
     responses: { 200: jsonResponse(s.Member.pick({ user_id: true, role: true }), "Removed membership") },
     errors: [400, 403, 404],
   }),
   async (c) => {
     const { site_id, user_id } = c.req.valid("param");
-    const db = c.var.db;
-    const removed = await removeSiteMember(db, site_id, user_id);
-    await recordAudit(db, {
-      eventType: "site_member_removed",
-      description: `User ${user_id} removed from ${site_id}`,
-      userId: c.var.user!.id,
-      siteId: site_id,
-      metadata: { member_user_id: user_id, role: removed.role },
-      request: c.req.raw,
-    });
+    const removed = await removeMemberFromSite(c.var.db, c.env, c.var.user!, site_id, user_id, c.req.raw);
     return c.json({ user_id, role: removed.role }, 200);
+  },
+);
+
+siteMemberRoutes.openapi(
+  apiRoute({
+    method: "get",
+    path: "/{site_id}/invitations",
+    auth: "user", access: { site: "owner" },
+    tags: TAGS,
+    summary: "List pending invitations (owner)",
+    description: "Invitations not yet applied and not expired, newest first. An applied invitation is gone from here and its user is in the member list.",
+    request: { params: s.SiteParams },
+    responses: { 200: jsonResponse(s.InvitationList, "Pending invitations") },
+    errors: [403, 404],
+  }),
+  async (c) => {
+    const { site_id } = c.req.valid("param");
+    return c.json({ invitations: (await pendingInvitations(c.var.db, "site", site_id)).map(toInvitation) }, 200);
+  },
+);
+
+siteMemberRoutes.openapi(
+  apiRoute({
+    method: "delete",
+    path: "/{site_id}/invitations/{invitation_id}",
+    auth: "user", access: { site: "owner" },
+    tags: TAGS,
+    summary: "Revoke a pending invitation (owner)",
+    description: "The invitation is deleted and will not be applied. Unknown (or already applied) → 404.",
+    request: { params: s.InvitationParams },
+    responses: { 200: jsonResponse(s.Invitation, "The revoked invitation") },
+    errors: [403, 404],
+  }),
+  async (c) => {
+    const { site_id, invitation_id } = c.req.valid("param");
+    return c.json(toInvitation(await revokeInvitation(c.var.db, "site", site_id, invitation_id, c.var.user!, c.req.raw)), 200);
   },
 );

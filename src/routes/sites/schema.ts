@@ -46,19 +46,42 @@ export { SiteHealthSchema as SiteHealth } from "../../shared/hub-contract";
 export const RoleSchema = z.enum(ROLES);
 
 export const Member = z
-  .object({ user_id: z.number().int(), email: z.string(), username: z.string(), role: RoleSchema, created_at: z.string() })
+  .object({
+    user_id: z.number().int(),
+    email: z.string().optional().openapi({ description: "Shown to owners (of the site or tenant) and administrators only" }),
+    username: z.string(),
+    role: RoleSchema,
+    created_at: z.string(),
+  })
   .openapi("Member");
 
 export const MemberList = z.object({ members: z.array(Member) }).openapi("MemberList");
 
 export const AddMemberBody = z
   .object({
-    email: z.email().optional(),
-    user_id: z.number().int().positive().optional(),
+    email: z.email().max(254).optional().openapi({ description: "Invite this address: applied when an account with it signs up or logs in" }),
+    user_id: z.number().int().positive().optional().openapi({ description: "Administrators: add this user now. Owners: change the role of an existing member" }),
     role: RoleSchema,
   })
   .refine((b) => (b.email === undefined) !== (b.user_id === undefined), { message: "Give exactly one of email or user_id" })
   .openapi("AddMemberRequest");
+
+export const Invitation = z
+  .object({
+    invitation_id: z.string(),
+    email: z.string().openapi({ description: "As invited, in lower case" }),
+    role: RoleSchema.openapi({ description: "Granted at least this role when applied (an invitation never lowers a role)" }),
+    invited_by: z.number().int().nullable(),
+    created_at: z.string(),
+    expires_at: z.string().openapi({ description: "Not applied after this (7 days after the last invitation of this address)" }),
+  })
+  .openapi("Invitation");
+
+export const InvitationList = z.object({ invitations: z.array(Invitation) }).openapi("InvitationList");
+
+export const InvitationParams = SiteParams.extend({
+  invitation_id: z.uuid().openapi({ param: { name: "invitation_id", in: "path" } }),
+});
 
 export const MemberParams = SiteParams.extend({
   user_id: z.coerce.number().int().positive().openapi({ param: { name: "user_id", in: "path" } }),

@@ -1,12 +1,15 @@
 import { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { forbidden } from "../../lib/errors";
+import type { AppEnv } from "../../env";
+import type { Context } from "hono";
 import { recordAudit } from "../../services/audit";
-import { resolveMemberUser } from "../../services/sites";
+import { pendingInvitations, revokeInvitation, toInvitation } from "../../services/invitations";
 import {
-  createTenant, getTenant, listTenantMembers, listTenants, removeTenantMember, tenantRole, upsertTenantMember,
+  addTenantMember, createTenant, getTenant, listTenantMembers, listTenants, removeMemberFromTenant, tenantRole,
 } from "../../services/tenants";
-import { AddMemberBody, Member, MemberList } from "../sites/schema";
+import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
+import { AddMemberBody, Invitation, InvitationList, Member, MemberList } from "../sites/schema";
 
 const TAGS = ["Tenants"];
 
@@ -14,6 +17,9 @@ const Tenant = z.object({ tenant_id: z.string(), name: z.string(), created_at: z
 const TenantParams = z.object({ tenant_id: z.string().min(1).max(64).openapi({ param: { name: "tenant_id", in: "path" } }) });
 const TenantMemberParams = TenantParams.extend({
   user_id: z.coerce.number().int().positive().openapi({ param: { name: "user_id", in: "path" } }),
+});
+const TenantInvitationParams = TenantParams.extend({
+  invitation_id: z.uuid().openapi({ param: { name: "invitation_id", in: "path" } }),
 });
 const CreateTenantBody = z
   .object({
@@ -49,9 +55,16 @@ tenantRoutes.openapi(
   },
 );
 
+/** The tenant exists and the caller owns it (administrators own every tenant). */
+async function requireTenantOwner(c: Context<AppEnv>, tenantId: string) {
+  await getTenant(c.var.db, tenantId);
+  if ((await tenantRole(c.var.db, c.var.user!, tenantId)) !== "owner") throw forbidden("The owner role on this tenant is required");
+}
+
 tenantRoutes.openapi(
   apiRoute({
     method: "get", path: "/{tenant_id}/members", auth: "user", tags: TAGS, summary: "List a tenant's members (tenant members and administrators)",
+    description: "E-mail addresses are listed for the tenant's owners and administrators only; other members see user ids and usernames.",
     request: { params: TenantParams },
     responses: { 200: jsonResponse(MemberList, "Members") },
     errors: [403, 404],
@@ -59,46 +72,78 @@ tenantRoutes.openapi(
   async (c) => {
     const { tenant_id } = c.req.valid("param");
     await getTenant(c.var.db, tenant_id);
-    if (!(await tenantRole(c.var.db, c.var.user!, tenant_id))) throw forbidden("You do not have access to this tenant");
-    return c.json({ members: await listTenantMembers(c.var.db, tenant_id) }, 200);
+    const role = await tenantRole(c.var.db, c.var.user!, tenant_id);
+    if (!role) throw forbidden("You do not have access to this tenant");
+    return c.json({ members: await listTenantMembers(c.var.db, tenant_id, { withEmails: role === "owner" }) }, 200);
   },
 );
 
 tenantRoutes.openapi(
   apiRoute({
-    method: "post", path: "/{tenant_id}/members", auth: "user", tags: TAGS, summary: "Grant a tenant-level role (tenant owner or administrator)",
-    description: "The role applies to every site of the tenant.",
+    method: "post", path: "/{tenant_id}/members", auth: "user", tags: TAGS, summary: "Invite someone to a tenant role by e-mail, or set a member's tenant role (tenant owner or administrator)",
+    description: [
+      "The role applies to every site of the tenant.",
+      "By `email`: an invitation (202), answered the same whether or not an account has that address, applied when an account with it signs up or next logs in (within 7 days); it grants at least `role`, never less than the user has. By `user_id` (201): administrators add any user; a tenant owner may only change the role of an existing tenant member (anything else is 403, whether or not the user exists).",
+      "A lowered role takes effect on the member's open live connections to the tenant's sites at once.",
+    ].join("\n\n"),
     request: { params: TenantParams, ...jsonBody(AddMemberBody) },
-    responses: { 201: jsonResponse(Member, "Membership") },
+    responses: {
+      201: jsonResponse(Member, "Membership (by user_id)"),
+      202: jsonResponse(Invitation, "Invitation stored (by email)"),
+    },
     errors: [403, 404],
   }),
   async (c) => {
     const { tenant_id } = c.req.valid("param");
-    const body = c.req.valid("json");
-    const db = c.var.db;
-    await getTenant(db, tenant_id);
-    if ((await tenantRole(db, c.var.user!, tenant_id)) !== "owner") throw forbidden("The owner role on this tenant is required");
-    const user = await resolveMemberUser(db, body);
-    const m = await upsertTenantMember(db, tenant_id, user.id, body.role);
-    await recordAudit(db, { eventType: "tenant_member_added", description: `${user.email} granted ${body.role} on tenant ${tenant_id}`, userId: c.var.user!.id, metadata: { tenant_id, member_user_id: user.id, role: body.role }, request: c.req.raw });
-    return c.json({ user_id: user.id, email: user.email, username: user.username, role: m.role, created_at: m.createdAt }, 201);
+    await requireTenantOwner(c, tenant_id);
+    const added = await addTenantMember(c.var.db, c.env, c.var.user!, tenant_id, c.req.valid("json"), c.req.raw);
+    if (added.invitation) return c.json(toInvitation(added.invitation), 202);
+    return c.json(added.member, 201);
   },
 );
 
 tenantRoutes.openapi(
   apiRoute({
     method: "delete", path: "/{tenant_id}/members/{user_id}", auth: "user", tags: TAGS, summary: "Remove a tenant member (tenant owner or administrator)",
+    description: `The member's open WebSocket and event-stream subscriptions to the tenant's sites are closed at once (close code ${LIVE_REVOKED_CLOSE_CODE}), except on sites where a site role still lets them read.`,
     request: { params: TenantMemberParams },
     responses: { 200: jsonResponse(Member.pick({ user_id: true, role: true }), "Removed membership") },
     errors: [403, 404],
   }),
   async (c) => {
     const { tenant_id, user_id } = c.req.valid("param");
-    const db = c.var.db;
-    await getTenant(db, tenant_id);
-    if ((await tenantRole(db, c.var.user!, tenant_id)) !== "owner") throw forbidden("The owner role on this tenant is required");
-    const removed = await removeTenantMember(db, tenant_id, user_id);
-    await recordAudit(db, { eventType: "tenant_member_removed", description: `User ${user_id} removed from tenant ${tenant_id}`, userId: c.var.user!.id, metadata: { tenant_id, member_user_id: user_id }, request: c.req.raw });
+    await requireTenantOwner(c, tenant_id);
+    const removed = await removeMemberFromTenant(c.var.db, c.env, c.var.user!, tenant_id, user_id, c.req.raw);
     return c.json({ user_id, role: removed.role }, 200);
+  },
+);
+
+tenantRoutes.openapi(
+  apiRoute({
+    method: "get", path: "/{tenant_id}/invitations", auth: "user", tags: TAGS, summary: "List pending tenant invitations (tenant owner or administrator)",
+    description: "Invitations not yet applied and not expired, newest first.",
+    request: { params: TenantParams },
+    responses: { 200: jsonResponse(InvitationList, "Pending invitations") },
+    errors: [403, 404],
+  }),
+  async (c) => {
+    const { tenant_id } = c.req.valid("param");
+    await requireTenantOwner(c, tenant_id);
+    return c.json({ invitations: (await pendingInvitations(c.var.db, "tenant", tenant_id)).map(toInvitation) }, 200);
+  },
+);
+
+tenantRoutes.openapi(
+  apiRoute({
+    method: "delete", path: "/{tenant_id}/invitations/{invitation_id}", auth: "user", tags: TAGS, summary: "Revoke a pending tenant invitation (tenant owner or administrator)",
+    description: "The invitation is deleted and will not be applied. Unknown (or already applied) → 404.",
+    request: { params: TenantInvitationParams },
+    responses: { 200: jsonResponse(Invitation, "The revoked invitation") },
+    errors: [403, 404],
+  }),
+  async (c) => {
+    const { tenant_id, invitation_id } = c.req.valid("param");
+    await requireTenantOwner(c, tenant_id);
+    return c.json(toInvitation(await revokeInvitation(c.var.db, "tenant", tenant_id, invitation_id, c.var.user!, c.req.raw)), 200);
   },
 );
