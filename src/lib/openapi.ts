@@ -2,6 +2,7 @@ import { OpenAPIHono, createRoute, z, type RouteConfig } from "@hono/zod-openapi
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
+import { strictJsonBody } from "../middleware/json-body";
 import { ApiError, type ValidationIssue } from "./errors";
 
 export const ErrorSchema = z
@@ -38,7 +39,7 @@ const errorResponse = (description: string) => ({
 });
 
 const STANDARD_ERRORS = {
-  400: "Malformed request body or a request the current state does not allow",
+  400: "Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow",
   401: "Missing or invalid credentials",
   403: "Authenticated but not allowed",
   404: "Resource not found",
@@ -76,10 +77,12 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
   const errorResponses = Object.fromEntries(
     [...codes].sort().map((code) => [code, errorResponse(STANDARD_ERRORS[code])]),
   );
+  // Credentials are checked before the body is read; the body is read strictly before it is validated.
+  const middleware = route.request?.body ? [...AUTH_MIDDLEWARE[auth], strictJsonBody] : AUTH_MIDDLEWARE[auth];
   return createRoute({
     ...(route as Omit<R, "auth" | "errors">),
     security: SECURITY[auth],
-    middleware: AUTH_MIDDLEWARE[auth],
+    middleware,
     responses: { ...errorResponses, ...route.responses },
   } as Omit<R, "auth" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
 }
