@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, db, fetchChecked, signup, unique } from "./helpers";
+import { call, createSite, db, fetchChecked, signup, unique } from "./helpers";
+import { deviceHeaders, registerDevice } from "./device-helpers";
 
 const signupBytes = (bytes: Uint8Array) =>
   fetchChecked(new Request("http://fleet.test/api/v1/auth/signup", { method: "POST", headers: { "Content-Type": "application/json" }, body: bytes }));
@@ -75,5 +76,58 @@ describe("request bodies are read strictly", () => {
   it("checks credentials before reading the body", async () => {
     const res = await call("/api/v1/sites/sites", { method: "POST", rawBody: `{"name":"a","name":"b"}` });
     expect(res.status).toBe(401);
+  });
+});
+
+// NUL, ESC, DEL, NEL (C1) and CSI (C1), and the line breaks and tab a one-line value must not hold either.
+const CONTROLS = ["\u0000", "\u001b", "\u007f", "\u0085", "\u009b", "\n", "\t"];
+
+describe("names and identifiers refuse control characters", () => {
+  it("answers 422 for a control character in any name or identifier, and stores nothing", async () => {
+    const owner = await signup();
+    const siteId = await createSite(owner.token);
+    const device = await registerDevice(owner.token, siteId);
+    const cases: { path: string; method?: string; body: (bad: string) => Record<string, unknown>; token?: string; headers?: Record<string, string> }[] = [
+      { path: "/api/v1/auth/signup", body: (bad) => ({ email: `${unique("cc")}@example.com`, password: "secret1", full_name: `Ann${bad}` }) },
+      { path: "/api/v1/sites/sites", body: (bad) => ({ name: `Store${bad}` }) },
+      { path: "/api/v1/sites/sites", body: (bad) => ({ name: "Store", location: `Main St${bad}` }) },
+      { path: `/api/v1/devices/sites/${siteId}/devices`, body: (bad) => ({ name: `Till${bad}` }) },
+      { path: `/api/v1/devices/sites/${siteId}/devices`, body: (bad) => ({ name: "Till", device_type: `pos${bad}` }) },
+      { path: `/api/v1/devices/${device.device_id}`, method: "PATCH", body: (bad) => ({ name: `Till${bad}` }) },
+      { path: `/api/v1/jobs/sites/${siteId}/jobs`, body: (bad) => ({ action: `restart${bad}` }) },
+      { path: `/api/v1/sites/${siteId}/enrolment-intents`, body: (bad) => ({ expected_device_identity: `SN-1${bad}` }) },
+      { path: `/api/v1/sites/${siteId}/enrolment-intents`, body: (bad) => ({ idempotency_key: `k${bad}` }) },
+      { path: "/api/v1/audit/events", body: (bad) => ({ event_type: "transaction_processed", session_id: `s${bad}` }) },
+      { path: `/api/v1/agents/${device.device_id}/push`, body: (bad) => ({ title: `Hello${bad}` }) },
+      { path: "/api/v1/agent/device-dna", body: (bad) => ({ hostname: `till-1${bad}` }), token: "", headers: deviceHeaders(device.device_id, device.api_key) },
+    ];
+    for (const c of cases) {
+      for (const bad of CONTROLS) {
+        const body = c.body(bad);
+        const res = await call(c.path, { method: c.method ?? "POST", token: c.token ?? owner.token, headers: c.headers, body });
+        expect(res.status, `${c.path} ${JSON.stringify(body)}`).toBe(422);
+        expect(JSON.stringify(res.json.detail), `${c.path} ${JSON.stringify(body)}`).toMatch(/control character/i);
+      }
+    }
+    expect((await db().select().from(schema.users).where(eq(schema.users.fullName, "Ann\u0000")).all())).toEqual([]);
+    expect((await db().select().from(schema.devices).where(eq(schema.devices.siteId, siteId)).all()).map((d) => d.name)).toEqual(["Till"]);
+  });
+
+  it("lets descriptions and messages hold line breaks and tabs, but no other control character", async () => {
+    const owner = await signup();
+    const multiLine = await call("/api/v1/sites/sites", { method: "POST", token: owner.token, body: { name: "Store", description: "Line one\r\n\tLine two" } });
+    expect(multiLine.status).toBe(201);
+    for (const bad of ["\u0000", "\u001b", "\u007f", "\u0085", "\u009b"]) {
+      const res = await call("/api/v1/sites/sites", { method: "POST", token: owner.token, body: { name: "Store", description: `Line${bad}` } });
+      expect(res.status, JSON.stringify(bad)).toBe(422);
+      const event = await call("/api/v1/audit/events", { method: "POST", token: owner.token, body: { event_type: "transaction_processed", description: `Sale${bad}` } });
+      expect(event.status, JSON.stringify(bad)).toBe(422);
+    }
+  });
+
+  it("accepts names in any script, with spaces and punctuation", async () => {
+    const owner = await signup();
+    const res = await call("/api/v1/sites/sites", { method: "POST", token: owner.token, body: { name: "Café Zürich — Kasse 1 (東京) 🛒", location: "Bahnhofstraße 1" } });
+    expect(res.status).toBe(201);
   });
 });

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { lineText, proseText } from "../../lib/text";
 import { DIAGNOSTIC_COMPONENTS, PUSH_ACTIONS } from "../../shared/vocabulary";
 import { AgentStateSchema, HealthRecordSchema, LiveMetricsSchema } from "../../shared/hub-contract";
 import { AGENT_STATUS_FILTERS, parsePeriod } from "../../services/agents";
@@ -31,7 +32,7 @@ export const AgentList = z.object({ agents: z.array(AgentListItem), total: z.num
 
 export const AgentListQuery = z.object({
   site_id: SiteIdSchema.optional(),
-  device_type: z.string().min(1).max(64).optional(),
+  device_type: lineText().min(1).max(64).optional(),
   status: z.enum(AGENT_STATUS_FILTERS).optional().openapi({
     description: "An agent state (idle, downloading, updating, restarting, health_check, ready), a device status (online, offline, error) or a health status (healthy, unhealthy)",
   }),
@@ -69,12 +70,12 @@ const ACTION_LIST = PUSH_ACTIONS.join(", ");
 
 export const PushBody = z
   .object({
-    title: z.string().trim().min(1).max(200).optional(),
-    body: z.string().max(4000).optional(),
+    title: lineText().trim().min(1).max(200).optional(),
+    body: proseText().max(4000).optional(),
     data: z.record(z.string(), z.unknown()).optional(),
-    message: z.string().trim().min(1).max(2000).optional(),
+    message: proseText().trim().min(1).max(2000).optional(),
     priority: z.enum(["low", "normal", "medium", "high", "urgent", "critical"]).optional(),
-    action: z.string().min(1).max(32).optional().openapi({ description: `One of ${ACTION_LIST} (case-insensitive)` }),
+    action: lineText().min(1).max(32).optional().openapi({ description: `One of ${ACTION_LIST} (case-insensitive)` }),
     config_version: CONFIG_VERSION.optional(),
     config: z.record(z.string(), z.unknown()).optional().openapi({ description: "Settings merged into the agent's configuration when the update completes" }),
     force: z.boolean().optional().openapi({ description: "Replace an update in flight, or reinstall the current version" }),
@@ -175,7 +176,7 @@ export const ErrorsSeries = z
 // ---- restart and device health ----------------------------------------------------------------
 
 export const RestartBody = z
-  .object({ reason: z.string().trim().min(1).max(500).optional() })
+  .object({ reason: proseText().trim().min(1).max(500).optional() })
   .openapi("RestartRequest");
 
 export const RestartResponse = z

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { lineText, proseText } from "../../lib/text";
 import { and, gte, eq, sql } from "drizzle-orm";
 import { apiRequestLogs } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
@@ -38,7 +39,7 @@ const EventsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(100),
   offset: z.coerce.number().int().min(0).default(0),
   category: z.enum(CATEGORIES).optional(),
-  event_type: z.string().max(64).optional(),
+  event_type: lineText().max(64).optional(),
   severity: z.enum(SEVERITIES).optional(),
   since: z.string().max(16).optional().openapi({ description: "A duration back from now: 30m, 24h, 7d, 2w" }),
   "metadata.user_id": z.coerce.number().int().positive().optional().openapi({ description: "Events of this user" }),
@@ -70,12 +71,12 @@ const CustomEventBody = z
   .object({
     event_type: z.string().min(1).max(64).regex(/^[a-z][a-z0-9_.]*$/, "lower_snake_case"),
     category: z.enum(CATEGORIES).optional(),
-    description: z.string().max(2000).optional(),
+    description: proseText().max(2000).optional(),
     metadata: z.record(z.string(), z.unknown()).optional(),
     severity: z.enum(SEVERITIES).optional(),
-    site_id: z.string().max(64).optional(),
-    device_id: z.string().max(64).optional(),
-    session_id: z.string().max(128).optional(),
+    site_id: lineText().max(64).optional(),
+    device_id: lineText().max(64).optional(),
+    session_id: lineText().max(128).optional(),
   })
   .openapi("CustomAuditEvent");
 

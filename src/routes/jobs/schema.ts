@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { lineText, proseText } from "../../lib/text";
 import { DEFAULT_JOB_DEADLINE_S as DEFAULT_DEADLINE_S } from "../../shared/vocabulary";
 import { JobCountsSchema } from "../../shared/hub-contract";
 import { DeviceIdSchema } from "../devices/schema";
@@ -15,17 +16,17 @@ export const SiteJobParams = z.object({ site_id: SiteIdSchema.openapi({ param: {
 
 export const CreateJobBody = z
   .object({
-    action: z.string().trim().min(1).max(100).openapi({
+    action: lineText().trim().min(1).max(100).openapi({
       description: "What to do; it becomes each target's command type (REBOOT → restart, UPDATE_CONFIG → update_config, other text lower-cased with `_`)",
       example: "update_config",
     }),
-    description: z.string().max(2000).optional(),
+    description: proseText().max(2000).optional(),
     priority: z.enum(["high", "medium", "low"]).default("medium"),
     target_device_ids: z.array(DeviceIdSchema).min(1).max(1000).optional()
       .openapi({ description: "Only these devices of the site (each must belong to it, else 422)" }),
-    device_type: z.string().min(1).max(64).optional().openapi({ description: "Only devices of this type (case-insensitive); with target_device_ids, those of the list that match" }),
+    device_type: lineText().min(1).max(64).optional().openapi({ description: "Only devices of this type (case-insensitive); with target_device_ids, those of the list that match" }),
     config_url: z.string().min(1).max(2048).optional().openapi({ description: "Where details are fetched; default: this job's own URL" }),
-    config_version: z.string().min(1).max(64).optional().openapi({ description: "Default: derived from the start time, e.g. 2026.11.22-172045" }),
+    config_version: lineText().min(1).max(64).optional().openapi({ description: "Default: derived from the start time, e.g. 2026.11.22-172045" }),
     deadline_s: z.number().int().min(10).max(172_800).optional()
       .openapi({ description: `Seconds from creation until the job times out (default ${DEFAULT_DEADLINE_S})` }),
   })
