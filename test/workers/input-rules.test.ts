@@ -131,3 +131,57 @@ describe("names and identifiers refuse control characters", () => {
     expect(res.status).toBe(201);
   });
 });
+
+const UNSAFE_URLS = [
+  "file:///etc/passwd",
+  "javascript:alert(1)",
+  "http://config.example.com/pos.json",
+  "ftp://config.example.com/pos.json",
+  "data:text/plain,hello",
+  "https://",
+  "https://user:secret@config.example.com/pos.json",
+  "/relative/path.json",
+  "config.example.com/pos.json",
+];
+
+describe("config_url accepts only https URLs", () => {
+  it("on jobs: 422 for any other scheme, a missing host or embedded credentials; nothing is created", async () => {
+    const owner = await signup();
+    const siteId = await createSite(owner.token);
+    for (const config_url of UNSAFE_URLS) {
+      const res = await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token: owner.token, body: { action: "update_config", config_url } });
+      expect(res.status, config_url).toBe(422);
+      expect(res.json.detail[0].loc, config_url).toEqual(["body", "config_url"]);
+    }
+    expect(await db().select().from(schema.jobs).where(eq(schema.jobs.siteId, siteId)).all()).toEqual([]);
+    const ok = await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token: owner.token, body: { action: "update_config", config_url: "https://config.example.com/pos.json?v=2" } });
+    expect(ok.status).toBe(201);
+  });
+
+  it("in command payloads and pushes, wherever the key config_url appears", async () => {
+    const owner = await signup();
+    const siteId = await createSite(owner.token);
+    const device = await registerDevice(owner.token, siteId);
+    const command = (payload: Record<string, unknown>) =>
+      call(`/api/v1/devices/${device.device_id}/commands`, { method: "POST", token: owner.token, body: { command_type: "update_config", payload } });
+    const pushed = (body: Record<string, unknown>) => call(`/api/v1/agents/${device.device_id}/push`, { method: "POST", token: owner.token, body });
+    for (const url of UNSAFE_URLS) {
+      const top = await command({ config_url: url });
+      expect(top.status, url).toBe(422);
+      expect(top.json.detail[0].loc, url).toEqual(["body", "payload", "config_url"]);
+      expect((await command({ settings: { config_url: url } })).status, url).toBe(422);
+      expect((await pushed({ title: "Update", data: { config_url: url } })).status, url).toBe(422);
+      expect((await pushed({ config: { config_url: url } })).status, url).toBe(422);
+    }
+    // a payload too deep to look through is refused rather than passed unchecked
+    let deep: Record<string, unknown> = { config_url: "file:///etc/passwd" };
+    for (let i = 0; i < 40; i++) deep = { inner: deep };
+    const tooDeep = await command(deep);
+    expect(tooDeep.status).toBe(422);
+    expect(JSON.stringify(tooDeep.json.detail)).toMatch(/levels deep/);
+    const listed = await call(`/api/v1/devices/${device.device_id}/commands`, { token: owner.token });
+    expect(listed.json.total).toBe(0);
+    expect((await command({ config_url: "https://config.example.com/pos.json" })).status).toBe(201);
+    expect((await pushed({ title: "Update", data: { config_url: "https://config.example.com/pos.json" } })).status).toBe(200);
+  });
+});

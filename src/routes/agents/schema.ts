@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { CONFIG_URL_RULE, checkConfigUrls } from "../../lib/config-url";
 import { lineText, proseText } from "../../lib/text";
 import { DIAGNOSTIC_COMPONENTS, PUSH_ACTIONS } from "../../shared/vocabulary";
 import { AgentStateSchema, HealthRecordSchema, LiveMetricsSchema } from "../../shared/hub-contract";
@@ -91,9 +92,11 @@ export const PushBody = z
     }
     if (b.config && JSON.stringify(b.config).length > 16_384) ctx.addIssue({ code: "custom", path: ["config"], message: "config is limited to 16 KB" });
     if (b.data && JSON.stringify(b.data).length > 16_384) ctx.addIssue({ code: "custom", path: ["data"], message: "data is limited to 16 KB" });
+    checkConfigUrls(b.config, ctx, ["config"]);
+    checkConfigUrls(b.data, ctx, ["data"]);
   })
   .openapi("AgentPush", {
-    description: "Any of the forms: a notification `{title, body, data}`; `{message, priority, action, config_version}`; a config push `{config}` (its version is derived from the settings when none is given); or `{action, force, backup_data}`. Unknown fields are refused (422).",
+    description: "Any of the forms: a notification `{title, body, data}`; `{message, priority, action, config_version}`; a config push `{config}` (its version is derived from the settings when none is given); or `{action, force, backup_data}`. Unknown fields are refused (422). A `config_url` anywhere in `data` or `config` must be " + CONFIG_URL_RULE + ".",
     examples: [
       { title: "Price update", body: "New prices from tomorrow", data: { list: "2026-Q3" } },
       { message: "Install the spring release", priority: "high", action: "update", config_version: "2.1.0" },

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { CONFIG_URL_RULE, checkConfigUrls } from "../../lib/config-url";
 import { lineText, proseText } from "../../lib/text";
 import { COMMAND_STATUSES, DEFAULT_COMMAND_TTL_S as DEFAULT_TTL_S, MAX_COMMAND_TTL_S as MAX_TTL_S, MAX_POLL_WAIT_S as MAX_WAIT_S, normaliseCommandType } from "../../shared/vocabulary";
 import { AckBodySchema, CommandRecordSchema } from "../../shared/hub-contract";
@@ -23,10 +24,12 @@ export const QueueCommandBody = z
       .refine((v) => normaliseCommandType(v) !== undefined, "A command type is a name such as restart, shutdown, update_config or ping")
       .openapi({ description: "restart, shutdown, update_config, ping or another type the device understands; REBOOT and UPDATE_CONFIG are accepted in any case", example: "REBOOT" }),
     payload: z.record(z.string(), z.unknown()).optional()
+      .openapi({ description: `Command arguments, at most 32 KB. A \`config_url\` anywhere in it must be ${CONFIG_URL_RULE}` })
       .refine((p) => p === undefined || JSON.stringify(p).length <= MAX_PAYLOAD_BYTES, `payload is limited to ${MAX_PAYLOAD_BYTES / 1024} KB`),
     ttl_seconds: z.number().int().min(1).max(MAX_TTL_S).optional()
       .openapi({ description: `Time to live: an open command expires after it (default ${DEFAULT_TTL_S}, max ${MAX_TTL_S})` }),
   })
+  .superRefine((b, ctx) => checkConfigUrls(b.payload, ctx, ["payload"]))
   .openapi("QueueCommandRequest");
 
 export const IdempotencyHeaders = z.object({

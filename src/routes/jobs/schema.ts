@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { CONFIG_URL_RULE, ConfigUrlSchema } from "../../lib/config-url";
 import { lineText, proseText } from "../../lib/text";
 import { DEFAULT_JOB_DEADLINE_S as DEFAULT_DEADLINE_S } from "../../shared/vocabulary";
 import { JobCountsSchema } from "../../shared/hub-contract";
@@ -25,7 +26,7 @@ export const CreateJobBody = z
     target_device_ids: z.array(DeviceIdSchema).min(1).max(1000).optional()
       .openapi({ description: "Only these devices of the site (each must belong to it, else 422)" }),
     device_type: lineText().min(1).max(64).optional().openapi({ description: "Only devices of this type (case-insensitive); with target_device_ids, those of the list that match" }),
-    config_url: z.string().min(1).max(2048).optional().openapi({ description: "Where details are fetched; default: this job's own URL" }),
+    config_url: ConfigUrlSchema.optional().openapi({ description: `Where devices fetch the details: ${CONFIG_URL_RULE}. Default: the job's own path on this service`, example: "https://config.example.com/pos/2026-07.json" }),
     config_version: lineText().min(1).max(64).optional().openapi({ description: "Default: derived from the start time, e.g. 2026.11.22-172045" }),
     deadline_s: z.number().int().min(10).max(172_800).optional()
       .openapi({ description: `Seconds from creation until the job times out (default ${DEFAULT_DEADLINE_S})` }),
