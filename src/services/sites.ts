@@ -6,6 +6,7 @@ import { newSiteId } from "../shared/ids";
 import { auditRow } from "../shared/audit-row";
 import { accessibleSiteIds, type Role } from "./access";
 import { tenantRole } from "./tenants";
+import { findUserByEmail } from "./users";
 
 export interface CreateSiteInput {
   site_id?: string;
@@ -35,9 +36,9 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
     const role = await tenantRole(db, user, input.tenant_id);
     if (role !== "owner") throw forbidden("Only a tenant owner can create sites in a tenant");
   }
-  if (await db.select({ id: sites.id }).from(sites).where(eq(sites.siteId, siteId)).get()) {
-    throw conflict(`Site with ID '${siteId}' already exists`);
-  }
+  // Ids that differ only in case are the same id to a person reading them off a label.
+  const taken = await db.select({ id: sites.id }).from(sites).where(sql`lower(${sites.siteId}) = lower(${siteId})`).get();
+  if (taken) throw conflict(`Site with ID '${siteId}' already exists (site ids are compared regardless of case)`);
   try {
     const [[site]] = await db.batch([
       db.insert(sites).values({
@@ -60,7 +61,9 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
     ]);
     return site;
   } catch (error) {
-    if (isUniqueViolation(error, "sites.site_id")) throw conflict(`Site with ID '${siteId}' already exists`);
+    if (isUniqueViolation(error, "sites.site_id") || isUniqueViolation(error, "sites_site_id_ci_uq")) {
+      throw conflict(`Site with ID '${siteId}' already exists (site ids are compared regardless of case)`);
+    }
     throw error;
   }
 }
@@ -78,7 +81,7 @@ export async function listMembers(db: Db, siteId: string) {
 export async function resolveMemberUser(db: Db, input: { email?: string; user_id?: number }) {
   const row = input.user_id !== undefined
     ? await db.select().from(users).where(eq(users.id, input.user_id)).get()
-    : await db.select().from(users).where(eq(users.email, input.email!.toLowerCase())).get();
+    : await findUserByEmail(db, input.email!);
   if (!row) throw notFound("User not found");
   return row;
 }

@@ -3,6 +3,7 @@ import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, createSite, db, fetchChecked, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice } from "./device-helpers";
+import { isUniqueViolation } from "../../src/lib/errors";
 
 const signupBytes = (bytes: Uint8Array) =>
   fetchChecked(new Request("http://fleet.test/api/v1/auth/signup", { method: "POST", headers: { "Content-Type": "application/json" }, body: bytes }));
@@ -183,5 +184,59 @@ describe("config_url accepts only https URLs", () => {
     expect(listed.json.total).toBe(0);
     expect((await command({ config_url: "https://config.example.com/pos.json" })).status).toBe(201);
     expect((await pushed({ title: "Update", data: { config_url: "https://config.example.com/pos.json" } })).status).toBe(200);
+  });
+});
+
+describe("usernames, e-mails, site ids and device ids are unique regardless of case", () => {
+  it("refuses a username that differs from a taken one only in case (400)", async () => {
+    const name = unique("Bob");
+    await signup({ username: name });
+    const res = await call("/api/v1/auth/signup", { method: "POST", body: { email: `${unique("u")}@example.com`, password: "secret1", username: name.toLowerCase() } });
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ detail: "Username already taken" });
+    const upper = await call("/api/v1/auth/signup", { method: "POST", body: { email: `${unique("u")}@example.com`, password: "secret1", username: name.toUpperCase() } });
+    expect(upper.status).toBe(400);
+  });
+
+  it("finds an account stored with capitals by any spelling of its e-mail, and refuses a twin", async () => {
+    // Accounts made before e-mails were normalised keep their spelling.
+    const email = `${unique("Ann.Legacy")}@Example.COM`;
+    const password = "correct-horse";
+    const { hashSecret } = await import("../../src/services/passwords");
+    await db().insert(schema.users).values({ email, username: unique("legacy"), passwordHash: await hashSecret(password) });
+    const login = await call("/api/v1/auth/login", { method: "POST", body: { email: email.toLowerCase(), password } });
+    expect(login.status).toBe(200);
+    const twin = await call("/api/v1/auth/signup", { method: "POST", body: { email: email.toLowerCase(), password: "secret1" } });
+    expect(twin.status).toBe(400);
+    expect(twin.json).toEqual({ detail: "Email already registered" });
+    // the database itself refuses a twin that skips the service's checks
+    const direct = await db().insert(schema.users).values({ email: email.toUpperCase(), username: unique("direct") }).run().catch((e: unknown) => e);
+    expect(direct).toBeInstanceOf(Error);
+  });
+
+  it("refuses a site id that differs from an existing one only in case (409)", async () => {
+    const owner = await signup();
+    const siteId = unique("STORE-CI-");
+    await createSite(owner.token, { site_id: siteId });
+    const res = await call("/api/v1/sites/sites", { method: "POST", token: owner.token, body: { site_id: siteId.toLowerCase(), name: "Twin" } });
+    expect(res.status).toBe(409);
+    expect(res.json).toEqual({ detail: expect.stringContaining("already exists") });
+    expect(await db().select().from(schema.sites).where(eq(schema.sites.siteId, siteId.toLowerCase())).get()).toBeUndefined();
+    // a create racing past the check is stopped by the index, which the service recognises as a conflict
+    const raced = await db().insert(schema.sites).values({ siteId: siteId.toLowerCase(), name: "Twin" }).run().catch((e: unknown) => e);
+    expect(isUniqueViolation(raced, "sites_site_id_ci_uq")).toBe(true);
+  });
+
+  it("refuses a device id that differs from an existing one only in case, in any site (409)", async () => {
+    const owner = await signup();
+    const siteId = await createSite(owner.token);
+    const otherSite = await createSite(owner.token);
+    const deviceId = unique("POS-CI-");
+    await registerDevice(owner.token, siteId, { device_id: deviceId });
+    for (const [site, id] of [[siteId, deviceId.toLowerCase()], [otherSite, deviceId.toLowerCase()], [otherSite, deviceId]]) {
+      const res = await call(`/api/v1/devices/sites/${site}/devices`, { method: "POST", token: owner.token, body: { device_id: id, name: "Twin" } });
+      expect(res.status, `${site} ${id}`).toBe(409);
+    }
+    expect(await db().select().from(schema.devices).where(eq(schema.devices.deviceId, deviceId.toLowerCase())).get()).toBeUndefined();
   });
 });

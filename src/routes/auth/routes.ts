@@ -8,7 +8,7 @@ import { ACCESS_TOKEN_COOKIE } from "../../middleware/auth";
 import { recordAudit } from "../../services/audit";
 import { decoyVerify, verifySecret } from "../../services/passwords";
 import { issueAccessToken } from "../../services/tokens";
-import { LOGIN_FAILURE_LIMIT, createUser, deleteUserByEmail, findUserByEmail, recentLoginFailures } from "../../services/users";
+import { LOGIN_FAILURE_LIMIT, createUser, deleteUser, findUserByEmail, recentLoginFailures } from "../../services/users";
 import * as s from "./schema";
 
 const LOGIN_FAILED = "Incorrect email or password";
@@ -140,7 +140,7 @@ authRoutes.openapi(
       db.delete(siteMemberships).where(eq(siteMemberships.userId, target.id)),
       db.delete(tenantMemberships).where(eq(tenantMemberships.userId, target.id)),
     ]);
-    await deleteUserByEmail(db, email);
+    await deleteUser(db, target.id);
     await recordAudit(db, {
       eventType: "user_deleted",
       description: `User ${target.email} deleted`,
