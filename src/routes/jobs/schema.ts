@@ -33,6 +33,18 @@ export const CreateJobBody = z
   })
   .openapi("CreateJobRequest");
 
+export const JobIdempotencyHeaders = z.object({
+  "idempotency-key": lineText().min(1).max(255).optional().openapi({
+    param: { name: "idempotency-key", in: "header" },
+    description: "Makes retries safe: a repeat with the same key on the same site and the same body answers the job it created; with a different body, 422",
+    example: "5f0c6a3e-2b1d-4c8e-9a77-0d3f1e2a4b6c",
+  }),
+});
+
+export const JobCreatedHeaders = z.object({
+  "Idempotent-Replayed": z.literal("true").optional().openapi({ description: "Present when the answer repeats an earlier request with the same Idempotency-Key" }),
+});
+
 export const CreateJobResponse = z
   .object({ message: z.string(), job_id: z.string(), site_id: z.string(), action: z.string(), status: z.literal("queued") })
   .openapi("CreateJobResponse");
