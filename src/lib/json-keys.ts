@@ -1,13 +1,12 @@
 /** Where a value sits in a JSON document: object keys and array indexes from the root. */
 export type JsonPath = (string | number)[];
 
-interface Container {
-  /** Keys seen so far in an object; null for an array. */
-  keys: Set<string> | null;
-  /** The key or index of the value being read in this container. */
-  at: string | number;
-  expectingKey: boolean;
-}
+/** An object or array being read, and where in it the reader is. */
+type Container =
+  | { keys: Set<string>; key: string; expectingKey: boolean }
+  | { index: number };
+
+const position = (c: Container) => ("keys" in c ? c.key : c.index);
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -37,25 +36,25 @@ export function findDuplicateKey(text: string): JsonPath | undefined {
     if (c === '"') {
       const end = closingQuote(text, i);
       const top = open[open.length - 1];
-      if (top?.keys && top.expectingKey) {
+      if (top && "keys" in top && top.expectingKey) {
         const literal = text.slice(i, end + 1);
         const key: string = literal.includes("\\") ? JSON.parse(literal) : literal.slice(1, -1);
-        if (top.keys.has(key)) return [...open.slice(0, -1).map((o) => o.at), key];
+        if (top.keys.has(key)) return [...open.slice(0, -1).map(position), key];
         top.keys.add(key);
-        top.at = key;
+        top.key = key;
         top.expectingKey = false;
       }
       i = end;
     } else if (c === "{") {
-      open.push({ keys: new Set(), at: "", expectingKey: true });
+      open.push({ keys: new Set(), key: "", expectingKey: true });
     } else if (c === "[") {
-      open.push({ keys: null, at: 0, expectingKey: false });
+      open.push({ index: 0 });
     } else if (c === "}" || c === "]") {
       open.pop();
     } else if (c === ",") {
       const top = open[open.length - 1];
-      if (top?.keys) top.expectingKey = true;
-      else if (top) top.at = (top.at as number) + 1;
+      if (top && "keys" in top) top.expectingKey = true;
+      else if (top) top.index++;
     }
   }
   return undefined;

@@ -4,6 +4,7 @@ import * as schema from "../../src/db/schema";
 import { call, createSite, db, fetchChecked, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice } from "./device-helpers";
 import { isUniqueViolation } from "../../src/lib/errors";
+import { findDuplicateKey } from "../../src/lib/json-keys";
 
 const signupBytes = (bytes: Uint8Array) =>
   fetchChecked(new Request("http://fleet.test/api/v1/auth/signup", { method: "POST", headers: { "Content-Type": "application/json" }, body: bytes }));
@@ -238,5 +239,32 @@ describe("usernames, e-mails, site ids and device ids are unique regardless of c
       expect(res.status, `${site} ${id}`).toBe(409);
     }
     expect(await db().select().from(schema.devices).where(eq(schema.devices.deviceId, deviceId.toLowerCase())).get()).toBeUndefined();
+  });
+});
+
+describe("findDuplicateKey", () => {
+  it("names the path of the first repeated key, reading strings, escapes and nesting correctly", () => {
+    const cases: [string, (string | number)[] | undefined][] = [
+      ['{"a":1,"b":2}', undefined],
+      ['{"a":1,"a":2}', ["a"]],
+      ['{"a":[{"b":1},{"b":1,"b":2}]}', ["a", 1, "b"]],
+      ['[[0],[1,{"x":{"y":1,"y":2}}]]', [1, 1, "x", "y"]],
+      // braces, quotes and commas inside strings are text, not structure
+      ['{"a":"}\\",{\\"a\\":","b":1}', undefined],
+      ['{"a":"}\\",{","a":1}', ["a"]],
+      // a string ending in an escaped backslash
+      ['{"x":"\\\\","y":"\\\\\\\\","x":2}', ["x"]],
+      // the same key written with escapes
+      ['{"é":1,"\\u00e9":2}', ["é"]],
+      ['{"a\\nb":1,"a\\u000ab":2}', ["a\nb"]],
+      // equal keys in sibling and nested objects are different keys
+      ['{"k":{"k":{"k":1}},"j":[{"k":1},{"k":2}]}', undefined],
+      ['"just a string"', undefined],
+      ['{}', undefined],
+    ];
+    for (const [json, expected] of cases) {
+      JSON.parse(json);
+      expect(findDuplicateKey(json), json).toEqual(expected);
+    }
   });
 });
