@@ -137,9 +137,12 @@ function sqlString(value) {
 console.log(`Applying D1 migrations to ${whereLabel}...`);
 wranglerRun(["d1", "migrations", "apply", "DB", where, ...envArgs]);
 
-const existing = query(`SELECT id, email, username, is_admin, is_active FROM users WHERE email = ${sqlString(email)}`)[0];
+// E-mails and usernames are unique regardless of case. An account from before e-mails were stored in
+// lower case may be spelled with capitals: it is the same account (the exact spelling first, then the oldest).
+const sameEmail = `lower(email) = ${sqlString(email)} ORDER BY email = ${sqlString(email)} DESC, case_fold_exempt, id LIMIT 1`;
+const existing = query(`SELECT id, email, username, is_admin, is_active FROM users WHERE ${sameEmail}`)[0];
 if (!existing) {
-  const taken = query(`SELECT email FROM users WHERE username = ${sqlString(username)}`)[0];
+  const taken = query(`SELECT email FROM users WHERE lower(username) = lower(${sqlString(username)})`)[0];
   if (taken) fail(`the username "${username}" is already used by another account; choose one with --username`);
 }
 
@@ -154,13 +157,18 @@ const metadata = JSON.stringify({
 });
 
 const statements = [
-  // One statement creates or promotes: a user created concurrently by signup is promoted, never duplicated.
-  `INSERT INTO users (email, username, full_name, password_hash, is_admin, is_active)
-     VALUES (${sqlString(email)}, ${sqlString(username)}, ${sqlString(input.fullName ?? null)}, ${sqlString(passwordHash)}, 1, 1)
-     ON CONFLICT(email) DO UPDATE SET is_admin = 1,
-       ${args["reset-password"] ? "password_hash = excluded.password_hash," : ""}
-       updated_at = ${now}`,
-  `SELECT id, email, username, is_admin, is_active FROM users WHERE email = ${sqlString(email)}`,
+  existing
+    ? `UPDATE users SET is_admin = 1,
+         ${args["reset-password"] ? `password_hash = ${sqlString(passwordHash)},` : ""}
+         updated_at = ${now}
+       WHERE id = ${Number(existing.id)}`
+    // One statement creates or promotes: a user created concurrently by signup is promoted, never duplicated.
+    : `INSERT INTO users (email, username, full_name, password_hash, is_admin, is_active)
+         VALUES (${sqlString(email)}, ${sqlString(username)}, ${sqlString(input.fullName ?? null)}, ${sqlString(passwordHash)}, 1, 1)
+         ON CONFLICT(email) DO UPDATE SET is_admin = 1,
+           ${args["reset-password"] ? "password_hash = excluded.password_hash," : ""}
+           updated_at = ${now}`,
+  `SELECT id, email, username, is_admin, is_active FROM users WHERE ${sameEmail}`,
 ];
 // Nothing changed for an administrator whose password is kept: nothing to audit.
 if (action !== "already_admin" || args["reset-password"]) {
@@ -168,7 +176,7 @@ if (action !== "already_admin" || args["reset-password"]) {
      SELECT 'admin_action', 'user_actions', ${args["reset-password"] && existing ? "'warning'" : "'info'"},
             ${sqlString(`Administrator ${email} ${action === "created" ? "created" : action === "promoted" ? "granted administrator rights" : "password reset"} with create-admin`)},
             id, ${sqlString(metadata)}
-     FROM users WHERE email = ${sqlString(email)}`);
+     FROM users WHERE ${sameEmail}`);
 }
 const [user] = query(statements.join(";\n"));
 if (!user || !user.is_admin) fail(`the user ${email} is not an administrator after the update (got ${JSON.stringify(user)})`, 1);

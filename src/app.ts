@@ -12,7 +12,7 @@ const DOCUMENT = {
   info: {
     title: "Fleet Edge API",
     version: SERVICE_VERSION,
-    description: "Device fleet management for point-of-sale terminals grouped into sites. Errors are `{\"detail\": ...}`; validation errors list each problem as `{loc, msg, type}`. Unversioned paths are deprecated aliases of their `/api/v1` successors.",
+    description: "Device fleet management for point-of-sale terminals grouped into sites. Errors are `{\"detail\": ...}`; validation errors list each problem as `{loc, msg, type}`. A JSON body must be valid UTF-8 with no key twice in one object (400); names and identifiers refuse control characters (422). Unversioned paths are deprecated aliases of their `/api/v1` successors.",
     license: { name: "Proprietary" },
   },
   servers: [{ url: "/", description: "This service" }],
@@ -54,7 +54,7 @@ export function createApp() {
   mountRoutes(app, () => app.getOpenAPI31Document(DOCUMENT));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
-    type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Access token from signup, login or the OpenID Connect callback",
+    type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Access token from signup, login or the OpenID Connect callback. HS256; `iat` is required and may be at most 60 s in the future; a token is accepted for at most the configured lifetime (ACCESS_TOKEN_MINUTES, default 30) from its `iat`, and one whose `exp` lies further from `iat` than that is refused (401)",
   });
   app.openAPIRegistry.registerComponent("securitySchemes", "cookieAuth", {
     type: "apiKey", in: "cookie", name: "access_token", description: "The same token as an httpOnly cookie (set by login); the header wins when both are sent",

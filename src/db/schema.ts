@@ -6,6 +6,11 @@ import { index, integer, real, sqliteTable, text, uniqueIndex } from "drizzle-or
 const createdAt = () => text("created_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ','now'))`);
 const updatedAt = () => text("updated_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ','now'))`);
 const json = (name: string) => text(name, { mode: "json" });
+// E-mails, usernames, site ids and device ids are unique regardless of ASCII case: a unique index
+// on (lower(value), case_fold_exempt). The column is 0 for every row but the later members of a
+// group that already differed only in case when the rule arrived (migrations/0005_bounds.sql);
+// those keep their own id there, so they stay as they were without colliding.
+const caseFoldExempt = () => integer("case_fold_exempt").notNull().default(0);
 
 export const users = sqliteTable("users", {
   id: integer("id").primaryKey({ autoIncrement: true }),
@@ -16,11 +21,14 @@ export const users = sqliteTable("users", {
   isAdmin: integer("is_admin", { mode: "boolean" }).notNull().default(false),
   isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
   oidcSubject: text("oidc_subject"),
+  caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [
   uniqueIndex("users_email_uq").on(t.email),
   uniqueIndex("users_username_uq").on(t.username),
+  uniqueIndex("users_email_ci_uq").on(sql`lower(${t.email})`, t.caseFoldExempt),
+  uniqueIndex("users_username_ci_uq").on(sql`lower(${t.username})`, t.caseFoldExempt),
   uniqueIndex("users_oidc_subject_uq").on(t.oidcSubject),
 ]);
 
@@ -67,10 +75,12 @@ export const sites = sqliteTable("sites", {
   isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
   tenantId: text("tenant_id"),
   createdBy: integer("created_by"),
+  caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [
   uniqueIndex("sites_site_id_uq").on(t.siteId),
+  uniqueIndex("sites_site_id_ci_uq").on(sql`lower(${t.siteId})`, t.caseFoldExempt),
   index("sites_tenant_idx").on(t.tenantId),
   index("sites_created_at_idx").on(t.createdAt),
 ]);
@@ -110,10 +120,12 @@ export const devices = sqliteTable("devices", {
   dnaUpdatedAt: text("dna_updated_at"),
   lastSeen: text("last_seen"),
   createdBy: integer("created_by"),
+  caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [
   uniqueIndex("devices_device_id_uq").on(t.deviceId),
+  uniqueIndex("devices_device_id_ci_uq").on(sql`lower(${t.deviceId})`, t.caseFoldExempt),
   index("devices_site_created_idx").on(t.siteId, t.createdAt),
   index("devices_site_name_idx").on(t.siteId, t.name),
 ]);
@@ -193,9 +205,13 @@ export const jobs = sqliteTable("jobs", {
   completedAt: text("completed_at"),
   result: json("result"),
   errorMessage: text("error_message"),
+  // An Idempotency-Key given at creation (unique per site) and a digest of the request it came with.
+  idempotencyKey: text("idempotency_key"),
+  requestFingerprint: text("request_fingerprint"),
   updatedAt: updatedAt(),
 }, (t) => [
   uniqueIndex("jobs_job_id_uq").on(t.jobId),
+  uniqueIndex("jobs_idem_uq").on(t.siteId, t.idempotencyKey),
   index("jobs_site_created_idx").on(t.siteId, t.createdAt),
   index("jobs_status_idx").on(t.status, t.createdAt),
 ]);

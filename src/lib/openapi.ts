@@ -3,6 +3,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
 import { requireAccess, type AccessRule } from "../middleware/access";
+import { strictJsonBody } from "../middleware/json-body";
 import { ApiError, type ValidationIssue } from "./errors";
 
 export const ErrorSchema = z
@@ -39,7 +40,7 @@ const errorResponse = (description: string) => ({
 });
 
 const STANDARD_ERRORS = {
-  400: "Malformed request body or a request the current state does not allow",
+  400: "Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow",
   401: "Missing or invalid credentials",
   403: "Authenticated but not allowed",
   404: "Resource not found",
@@ -85,10 +86,15 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
   const errorResponses = Object.fromEntries(
     [...codes].sort().map((code) => [code, errorResponse(STANDARD_ERRORS[code])]),
   );
+  // Credentials, then access, are checked before the body is read; the body is read strictly before it is validated.
   return createRoute({
     ...(route as Omit<R, "auth" | "authenticate" | "access" | "errors">),
     security: SECURITY[auth],
-    middleware: [...(authenticate ? [authenticate] : AUTH_MIDDLEWARE[auth]), ...(access ? [accessCheck(access, route.request)] : [])],
+    middleware: [
+      ...(authenticate ? [authenticate] : AUTH_MIDDLEWARE[auth]),
+      ...(access ? [accessCheck(access, route.request)] : []),
+      ...(route.request?.body ? [strictJsonBody] : []),
+    ],
     responses: { ...errorResponses, ...route.responses },
   } as Omit<R, "auth" | "authenticate" | "access" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
 }

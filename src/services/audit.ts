@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, or, sql, type SQL } from "drizzle-orm";
+import { and, desc, eq, gte, or, sql, type AnyColumn, type SQL } from "drizzle-orm";
 import type { Db } from "../env";
 import { auditLogs } from "../db/schema";
 import { auditRow, type AuditInput } from "../shared/audit-row";
@@ -10,6 +10,39 @@ export async function recordAudit(db: Db, input: AuditInput) {
 }
 
 export type AuditRow = typeof auditLogs.$inferSelect;
+
+/** Custom events: metadata at most this many bytes as JSON (UTF-8), so one event stays small. */
+export const CUSTOM_EVENT_METADATA_MAX_BYTES = 8 * 1024;
+export const CUSTOM_EVENT_DESCRIPTION_MAX_CHARS = 1000;
+/** A page of events stops before its body would pass this (but always holds at least one event). */
+export const AUDIT_PAGE_MAX_BYTES = 1024 * 1024;
+// Room for the page's own fields around the events: {"events":[…],"total":…,"next_offset":…}.
+const PAGE_ENVELOPE_BYTES = 1024;
+// What an event's field names and punctuation add to its values when serialised.
+const EVENT_FRAME_BYTES = 256;
+
+export const utf8Bytes = (text: string) => new TextEncoder().encode(text).byteLength;
+
+/** An audit event as the API shows it. */
+export const toAuditEventView = (r: AuditRow) => ({
+  id: r.id,
+  event_type: r.eventType,
+  category: r.category,
+  severity: r.severity,
+  description: r.description,
+  user_id: r.userId,
+  job_id: r.jobId,
+  device_id: r.deviceId,
+  site_id: r.siteId,
+  event_metadata: (r.eventMetadata ?? {}) as Record<string, unknown>,
+  ip_address: r.ipAddress,
+  user_agent: r.userAgent,
+  session_id: r.sessionId,
+  created_at: r.createdAt,
+  timestamp: r.createdAt,
+});
+
+export type AuditEventView = ReturnType<typeof toAuditEventView>;
 
 export interface AuditQuery {
   limit: number;
@@ -41,14 +74,49 @@ function auditFilters(query: AuditQuery): SQL | undefined {
   return filters.length ? and(...filters) : undefined;
 }
 
+const storedBytes = (column: AnyColumn) => sql`coalesce(length(CAST(${column} AS BLOB)), 4)`;
+
+// An event's size as D1 stores it, close to its size as JSON: measured in the database, so events
+// that cannot fit a page are never loaded only to be dropped (older rows can hold a megabyte).
+const estimatedEventBytes = sql<number>`${sql.join([
+  auditLogs.eventMetadata, auditLogs.description, auditLogs.eventType, auditLogs.category, auditLogs.severity, auditLogs.jobId,
+  auditLogs.deviceId, auditLogs.siteId, auditLogs.ipAddress, auditLogs.userAgent, auditLogs.sessionId, auditLogs.createdAt,
+  auditLogs.createdAt,
+].map(storedBytes), sql` + `)} + ${EVENT_FRAME_BYTES}`;
+
+/**
+ * A page of events, newest first: at most `limit`, and no more than fit in AUDIT_PAGE_MAX_BYTES of
+ * response body (at least one, however large). `truncated` says the byte bound cut the page short;
+ * `nextOffset` is where the next page starts, or null after the last event.
+ */
 export async function listAuditEvents(db: Db, query: AuditQuery) {
   const where = auditFilters(query);
-  const [rows, [{ total }]] = await Promise.all([
-    db.select().from(auditLogs).where(where).orderBy(desc(auditLogs.createdAt), desc(auditLogs.id))
+  const newestFirst = [desc(auditLogs.createdAt), desc(auditLogs.id)];
+  const [candidates, [{ total }]] = await Promise.all([
+    db.select({ bytes: estimatedEventBytes }).from(auditLogs).where(where).orderBy(...newestFirst)
       .limit(query.limit).offset(query.offset).all(),
     db.select({ total: sql<number>`count(*)` }).from(auditLogs).where(where).all(),
   ]);
-  return { rows, total };
+  const budget = AUDIT_PAGE_MAX_BYTES - PAGE_ENVELOPE_BYTES;
+  let fitting = 0;
+  for (let used = 0; fitting < candidates.length; fitting++) {
+    used += candidates[fitting].bytes;
+    if (fitting > 0 && used > budget) break;
+  }
+  const rows = fitting
+    ? await db.select().from(auditLogs).where(where).orderBy(...newestFirst).limit(fitting).offset(query.offset).all()
+    : [];
+  // The estimate leaves out JSON escaping; the exact size decides.
+  const events: AuditEventView[] = [];
+  for (let used = 0; events.length < rows.length; ) {
+    const event = toAuditEventView(rows[events.length]);
+    used += utf8Bytes(JSON.stringify(event)) + 1;
+    if (events.length > 0 && used > budget) break;
+    events.push(event);
+  }
+  const truncated = events.length < candidates.length;
+  const next = query.offset + events.length;
+  return { events, total, truncated, nextOffset: next < total ? next : null };
 }
 
 export async function auditStatistics(db: Db, sinceIso: string, visibleTo?: AuditQuery["visibleTo"]) {

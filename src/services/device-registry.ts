@@ -1,4 +1,4 @@
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Db } from "../env";
 import { auditLogs, devices, lifecycleEpochs } from "../db/schema";
 import { conflict, isUniqueViolation } from "../lib/errors";
@@ -96,8 +96,9 @@ export function registrationStatements(db: Db, prepared: PreparedRegistration, u
 /** Registers a device in one atomic batch; a duplicate device_id is 409. */
 export async function registerDevice(db: Db, input: DeviceRegistrationInput, request?: Request) {
   if (input.deviceId) {
-    const existing = await db.select({ id: devices.id }).from(devices).where(eq(devices.deviceId, input.deviceId)).get();
-    if (existing) throw conflict(`Device with ID '${input.deviceId}' already exists`);
+    // Ids that differ only in case are the same id to a person reading them off a label.
+    const existing = await db.select({ id: devices.id }).from(devices).where(sql`lower(${devices.deviceId}) = lower(${input.deviceId})`).get();
+    if (existing) throw conflict(`Device with ID '${input.deviceId}' already exists (device ids are compared regardless of case)`);
   }
   const prepared = await prepareRegistration(input);
   try {

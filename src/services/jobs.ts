@@ -1,8 +1,8 @@
 import { and, asc, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { auditLogs, devices, jobExecutions, jobs } from "../db/schema";
-import { notFound, unprocessable } from "../lib/errors";
-import { newJobId } from "../shared/ids";
+import { isUniqueViolation, notFound, unprocessable } from "../lib/errors";
+import { canonicalJson, newJobId, sha256Hex } from "../shared/ids";
 import { DEFAULT_JOB_DEADLINE_S, countTargets, type JobStatus } from "../shared/vocabulary";
 import { specFromRow } from "../shared/job-spec";
 import { accessibleSiteIds } from "./access";
@@ -23,12 +23,28 @@ export interface CreateJobInput {
   deadline_s?: number;
 }
 
+/** The job an Idempotency-Key already created on this site, if any; the same key with another request is 422. */
+async function jobOfIdempotencyKey(db: Db, siteId: string, key: string, fingerprint: string): Promise<JobRow | undefined> {
+  const existing = await db.select().from(jobs).where(and(eq(jobs.siteId, siteId), eq(jobs.idempotencyKey, key))).get();
+  if (existing && existing.requestFingerprint !== fingerprint) {
+    throw unprocessable([{ loc: ["header", "idempotency-key"], msg: "This Idempotency-Key was already used on this site with a different request body", type: "idempotency_mismatch" }]);
+  }
+  return existing;
+}
+
 /**
  * Stores the job (queued) with its job_created audit row in one batch, then hands it to the site's
  * hub, which starts it within a second or two. If the hand-off fails the job stays queued in D1 and
- * the minute cron re-drives it.
+ * the minute cron re-drives it. With an Idempotency-Key already used on the site for the same
+ * request, nothing happens and the job it created is answered (`created: false`), so a client that
+ * retries after a lost response does not start the work twice.
  */
-export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string, input: CreateJobInput, request?: Request) {
+export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string, input: CreateJobInput, idempotencyKey?: string, request?: Request): Promise<{ job: JobRow; created: boolean }> {
+  const fingerprint = idempotencyKey ? await sha256Hex(canonicalJson(input)) : null;
+  if (idempotencyKey && fingerprint) {
+    const existing = await jobOfIdempotencyKey(db, siteId, idempotencyKey, fingerprint);
+    if (existing) return { job: existing, created: false };
+  }
   const targets = input.target_device_ids ? [...new Set(input.target_device_ids)] : null;
   if (targets) {
     const found = await db.select({ deviceId: devices.deviceId }).from(devices)
@@ -43,26 +59,37 @@ export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string
   const created = new Date();
   const createdAt = created.toISOString();
   const deadlineAt = new Date(created.getTime() + (input.deadline_s ?? DEFAULT_JOB_DEADLINE_S) * 1000).toISOString();
-  const [[row]] = await db.batch([
-    db.insert(jobs).values({
-      jobId, siteId, action: input.action, description: input.description ?? null, priority: input.priority, status: "queued",
-      configUrl: input.config_url ?? null, configVersion: input.config_version ?? null, targetDeviceIds: targets,
-      deviceType: input.device_type ?? null, deadlineAt, createdBy: user.email, createdAt, updatedAt: createdAt,
-    }).returning(),
-    db.insert(auditLogs).values({
-      ...auditRow({
-        eventType: "job_created", description: `Job ${jobId} (${input.action}) created for site ${siteId}`,
-        userId: user.id, siteId, jobId, metadata: { action: input.action, priority: input.priority }, request,
+  let row: JobRow;
+  try {
+    [[row]] = await db.batch([
+      db.insert(jobs).values({
+        jobId, siteId, action: input.action, description: input.description ?? null, priority: input.priority, status: "queued",
+        configUrl: input.config_url ?? null, configVersion: input.config_version ?? null, targetDeviceIds: targets,
+        deviceType: input.device_type ?? null, deadlineAt, createdBy: user.email, createdAt, updatedAt: createdAt,
+        idempotencyKey: idempotencyKey ?? null, requestFingerprint: fingerprint,
+      }).returning(),
+      db.insert(auditLogs).values({
+        ...auditRow({
+          eventType: "job_created", description: `Job ${jobId} (${input.action}) created for site ${siteId}`,
+          userId: user.id, siteId, jobId, metadata: { action: input.action, priority: input.priority }, request,
+        }),
+        createdAt,
       }),
-      createdAt,
-    }),
-  ]);
+    ]);
+  } catch (error) {
+    // A concurrent create with the same key won the unique index: answer as a repeat.
+    if (idempotencyKey && fingerprint && isUniqueViolation(error, "jobs.idempotency_key")) {
+      const existing = await jobOfIdempotencyKey(db, siteId, idempotencyKey, fingerprint);
+      if (existing) return { job: existing, created: false };
+    }
+    throw error;
+  }
   try {
     await siteHub(env, siteId).scheduleJob(specFromRow(row));
   } catch (error) {
     console.error(`job ${jobId}: hand-off to the site hub failed; the cron re-drives it`, error);
   }
-  return row;
+  return { job: row, created: true };
 }
 
 export async function findJob(db: Db, jobId: string) {

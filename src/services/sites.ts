@@ -40,9 +40,9 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
     const role = await tenantRole(db, user, input.tenant_id);
     if (role !== "owner") throw forbidden("Only a tenant owner can create sites in a tenant");
   }
-  if (await db.select({ id: sites.id }).from(sites).where(eq(sites.siteId, siteId)).get()) {
-    throw conflict(`Site with ID '${siteId}' already exists`);
-  }
+  // Ids that differ only in case are the same id to a person reading them off a label.
+  const taken = await db.select({ id: sites.id }).from(sites).where(sql`lower(${sites.siteId}) = lower(${siteId})`).get();
+  if (taken) throw conflict(`Site with ID '${siteId}' already exists (site ids are compared regardless of case)`);
   try {
     const [[site]] = await db.batch([
       db.insert(sites).values({
@@ -65,7 +65,9 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
     ]);
     return site;
   } catch (error) {
-    if (isUniqueViolation(error, "sites.site_id")) throw conflict(`Site with ID '${siteId}' already exists`);
+    if (isUniqueViolation(error, "sites.site_id") || isUniqueViolation(error, "sites_site_id_ci_uq")) {
+      throw conflict(`Site with ID '${siteId}' already exists (site ids are compared regardless of case)`);
+    }
     throw error;
   }
 }

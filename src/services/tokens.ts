@@ -15,9 +15,31 @@ export async function issueAccessToken(config: AppConfig, user: { id: number; em
     .sign(secret);
 }
 
+/** How far ahead of this isolate's clock a token's `iat` may be: the isolate that issued it may run a little ahead. */
+export const ISSUED_AT_SKEW_S = 60;
+
+type TimeClaims = { iat?: number; exp?: number };
+
+/**
+ * Why a token's times are not acceptable, or undefined when they are. A token lives at most the
+ * configured lifetime from `iat`, whatever its `exp` says, and may not claim a longer life than that
+ * (so a token signed to expire in ten years is refused); `iat` may not lie in the future beyond a
+ * small clock skew.
+ */
+export function tokenTimeProblem(claims: TimeClaims, nowS: number, lifetimeS: number): string | undefined {
+  const { iat, exp } = claims;
+  if (typeof iat !== "number" || !Number.isFinite(iat)) return "no iat";
+  if (typeof exp !== "number" || !Number.isFinite(exp)) return "no exp";
+  if (iat > nowS + ISSUED_AT_SKEW_S) return "issued in the future";
+  if (nowS - iat > lifetimeS) return "older than the token lifetime";
+  if (exp - iat > lifetimeS) return "claims a longer life than the token lifetime";
+  return undefined;
+}
+
 /**
  * Verifies signature (HS256 only — `alg: none` and every other algorithm are refused), expiry,
- * issuer and audience. Returns undefined for any invalid token; the caller answers 401.
+ * issuer, audience and the token's age (tokenTimeProblem). Returns undefined for any invalid
+ * token; the caller answers 401.
  */
 export async function verifyAccessToken(config: AppConfig, token: string): Promise<{ userId: number } | undefined> {
   try {
@@ -25,8 +47,9 @@ export async function verifyAccessToken(config: AppConfig, token: string): Promi
       algorithms: [ALGORITHM],
       issuer: config.jwt.issuer,
       audience: config.jwt.audience,
-      requiredClaims: ["exp", "sub"],
+      requiredClaims: ["exp", "iat", "sub"],
     });
+    if (tokenTimeProblem(payload, Math.floor(Date.now() / 1000), config.jwt.lifetimeMinutes * 60)) return undefined;
     const userId = Number(payload.sub);
     return Number.isSafeInteger(userId) && userId > 0 ? { userId } : undefined;
   } catch {

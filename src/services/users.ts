@@ -1,4 +1,4 @@
-import { and, eq, gte, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gte, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { auditLogs, siteMemberships, tenantMemberships, users, wsTickets } from "../db/schema";
 import { badRequest, isUniqueViolation } from "../lib/errors";
@@ -22,8 +22,19 @@ export async function findActiveUserById(db: Db, id: number): Promise<AuthUser |
   return row && row.isActive ? toAuthUser(row) : undefined;
 }
 
+/**
+ * The account of an e-mail address, whatever its case. New addresses are stored in lower case, but
+ * accounts from before that keep their spelling; where two such accounts differ only in case, the
+ * exact spelling wins, then the older account.
+ */
 export const findUserByEmail = (db: Db, email: string) =>
-  db.select().from(users).where(eq(users.email, email.toLowerCase())).get();
+  db.select().from(users)
+    .where(sql`lower(${users.email}) = lower(${email})`)
+    .orderBy(desc(sql`${users.email} = ${email}`), asc(users.caseFoldExempt), asc(users.id))
+    .get();
+
+const usernameTaken = async (db: Db, username: string) =>
+  !!(await db.select({ id: users.id }).from(users).where(sql`lower(${users.username}) = lower(${username})`).get());
 
 export const findUserById = (db: Db, id: number) => db.select().from(users).where(eq(users.id, id)).get();
 
@@ -35,9 +46,7 @@ export async function createUser(
   // A local part may hold characters a chosen username may not (o'brien@…): those become "_".
   const username = input.username ?? email.split("@")[0].replace(/[^\w.@+-]/g, "_");
   if (await findUserByEmail(db, email)) throw badRequest("Email already registered");
-  if (await db.select({ id: users.id }).from(users).where(eq(users.username, username)).get()) {
-    throw badRequest("Username already taken");
-  }
+  if (await usernameTaken(db, username)) throw badRequest("Username already taken");
   const passwordHash = await hashSecret(input.password);
   try {
     const row = await db
@@ -48,8 +57,8 @@ export async function createUser(
     return row;
   } catch (error) {
     // Two signups racing past the checks above: the unique indexes decide.
-    if (isUniqueViolation(error, "users.email")) throw badRequest("Email already registered");
-    if (isUniqueViolation(error, "users.username")) throw badRequest("Username already taken");
+    if (isUniqueViolation(error, "users.email") || isUniqueViolation(error, "users_email_ci_uq")) throw badRequest("Email already registered");
+    if (isUniqueViolation(error, "users.username") || isUniqueViolation(error, "users_username_ci_uq")) throw badRequest("Username already taken");
     throw error;
   }
 }

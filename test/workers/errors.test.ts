@@ -172,14 +172,19 @@ describe("X-Request-Id", () => {
 
 describe("isUniqueViolation", () => {
   it("recognises D1's unique violations through drizzle's wrapper, single statements and batches", async () => {
+    const tenantId = unique("UQ-");
+    await db().insert(schema.tenants).values({ tenantId, name: "x" });
+    const single = await db().insert(schema.tenants).values({ tenantId, name: "again" }).run().catch((e: unknown) => e);
+    expect(isUniqueViolation(single)).toBe(true);
+    expect(isUniqueViolation(single, "tenants.tenant_id")).toBe(true);
+    expect(isUniqueViolation(single, "users.email")).toBe(false);
+    const batched = await db().batch([db().insert(schema.tenants).values({ tenantId, name: "batched" })]).catch((e: unknown) => e);
+    expect(isUniqueViolation(batched, "tenants.tenant_id")).toBe(true);
+    // an index over an expression is named by the index
     const siteId = unique("UQ-");
     await db().insert(schema.sites).values({ siteId, name: "x" });
-    const single = await db().insert(schema.sites).values({ siteId, name: "again" }).run().catch((e: unknown) => e);
-    expect(isUniqueViolation(single)).toBe(true);
-    expect(isUniqueViolation(single, "sites.site_id")).toBe(true);
-    expect(isUniqueViolation(single, "users.email")).toBe(false);
-    const batched = await db().batch([db().insert(schema.sites).values({ siteId, name: "batched" })]).catch((e: unknown) => e);
-    expect(isUniqueViolation(batched, "sites.site_id")).toBe(true);
+    const folded = await db().insert(schema.sites).values({ siteId: siteId.toLowerCase(), name: "again" }).run().catch((e: unknown) => e);
+    expect(isUniqueViolation(folded, "sites_site_id_ci_uq")).toBe(true);
     const other = await db().run(sql`select * from no_such_table`).catch((e: unknown) => e);
     expect(isUniqueViolation(other)).toBe(false);
     expect(isUniqueViolation(new Error("boom"))).toBe(false);

@@ -1,4 +1,6 @@
 import { z } from "@hono/zod-openapi";
+import { CONFIG_URL_RULE, checkConfigUrls } from "../../lib/config-url";
+import { lineText, proseText } from "../../lib/text";
 import { DIAGNOSTIC_COMPONENTS, PUSH_ACTIONS } from "../../shared/vocabulary";
 import { AgentStateSchema, HealthRecordSchema, LiveMetricsSchema } from "../../shared/hub-contract";
 import { AGENT_STATUS_FILTERS, parsePeriod } from "../../services/agents";
@@ -31,7 +33,7 @@ export const AgentList = z.object({ agents: z.array(AgentListItem), total: z.num
 
 export const AgentListQuery = z.object({
   site_id: SiteIdSchema.optional(),
-  device_type: z.string().min(1).max(64).optional(),
+  device_type: lineText().min(1).max(64).optional(),
   status: z.enum(AGENT_STATUS_FILTERS).optional().openapi({
     description: "An agent state (idle, downloading, updating, restarting, health_check, ready), a device status (online, offline, error) or a health status (healthy, unhealthy)",
   }),
@@ -69,12 +71,12 @@ const ACTION_LIST = PUSH_ACTIONS.join(", ");
 
 export const PushBody = z
   .object({
-    title: z.string().trim().min(1).max(200).optional(),
-    body: z.string().max(4000).optional(),
+    title: lineText().trim().min(1).max(200).optional(),
+    body: proseText().max(4000).optional(),
     data: z.record(z.string(), z.unknown()).optional(),
-    message: z.string().trim().min(1).max(2000).optional(),
+    message: proseText().trim().min(1).max(2000).optional(),
     priority: z.enum(["low", "normal", "medium", "high", "urgent", "critical"]).optional(),
-    action: z.string().min(1).max(32).optional().openapi({ description: `One of ${ACTION_LIST} (case-insensitive)` }),
+    action: lineText().min(1).max(32).optional().openapi({ description: `One of ${ACTION_LIST} (case-insensitive)` }),
     config_version: CONFIG_VERSION.optional(),
     config: z.record(z.string(), z.unknown()).optional().openapi({ description: "Settings merged into the agent's configuration when the update completes" }),
     force: z.boolean().optional().openapi({ description: "Replace an update in flight, or reinstall the current version" }),
@@ -90,9 +92,11 @@ export const PushBody = z
     }
     if (b.config && JSON.stringify(b.config).length > 16_384) ctx.addIssue({ code: "custom", path: ["config"], message: "config is limited to 16 KB" });
     if (b.data && JSON.stringify(b.data).length > 16_384) ctx.addIssue({ code: "custom", path: ["data"], message: "data is limited to 16 KB" });
+    checkConfigUrls(b.config, ctx, ["config"]);
+    checkConfigUrls(b.data, ctx, ["data"]);
   })
   .openapi("AgentPush", {
-    description: "Any of the forms: a notification `{title, body, data}`; `{message, priority, action, config_version}`; a config push `{config}` (its version is derived from the settings when none is given); or `{action, force, backup_data}`. Unknown fields are refused (422).",
+    description: "Any of the forms: a notification `{title, body, data}`; `{message, priority, action, config_version}`; a config push `{config}` (its version is derived from the settings when none is given); or `{action, force, backup_data}`. Unknown fields are refused (422). A `config_url` anywhere in `data` or `config` must be " + CONFIG_URL_RULE + ".",
     examples: [
       { title: "Price update", body: "New prices from tomorrow", data: { list: "2026-Q3" } },
       { message: "Install the spring release", priority: "high", action: "update", config_version: "2.1.0" },
@@ -175,7 +179,7 @@ export const ErrorsSeries = z
 // ---- restart and device health ----------------------------------------------------------------
 
 export const RestartBody = z
-  .object({ reason: z.string().trim().min(1).max(500).optional() })
+  .object({ reason: proseText().trim().min(1).max(500).optional() })
   .openapi("RestartRequest");
 
 export const RestartResponse = z

@@ -1,13 +1,17 @@
 import { z } from "@hono/zod-openapi";
+import { lineText, proseText } from "../../lib/text";
 import { and, gte, eq, sql } from "drizzle-orm";
 import { apiRequestLogs } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { forbidden, notFound, unprocessable } from "../../lib/errors";
+import { unprocessable } from "../../lib/errors";
 import { parseDuration } from "../../shared/time";
-import { accessibleSiteIds, authorizeSite } from "../../services/access";
-import { findDevice } from "../../services/devices";
-import { auditStatistics, listAuditEvents, recordAudit, type AuditRow } from "../../services/audit";
-import { CATEGORIES, classify } from "../../shared/vocabulary";
+import { accessibleSiteIds } from "../../services/access";
+import { recordCustomEvent } from "../../services/custom-events";
+import {
+  AUDIT_PAGE_MAX_BYTES, CUSTOM_EVENT_DESCRIPTION_MAX_CHARS, CUSTOM_EVENT_METADATA_MAX_BYTES, auditStatistics, listAuditEvents,
+  toAuditEventView, utf8Bytes,
+} from "../../services/audit";
+import { CATEGORIES } from "../../shared/vocabulary";
 import type { MountOptions } from "../mount";
 
 const TAGS = ["Audit"];
@@ -24,8 +28,7 @@ const AuditEvent = z
     job_id: z.string().nullable(),
     device_id: z.string().nullable(),
     site_id: z.string().nullable(),
-    event_metadata: z.record(z.string(), z.unknown()),
-    metadata: z.record(z.string(), z.unknown()).openapi({ description: "Same as event_metadata, under the name some clients read" }),
+    event_metadata: z.record(z.string(), z.unknown()).openapi({ description: "What the event carries (the `metadata` of a recorded custom event)" }),
     ip_address: z.string().nullable(),
     user_agent: z.string().nullable(),
     session_id: z.string().nullable(),
@@ -38,14 +41,23 @@ const EventsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(100),
   offset: z.coerce.number().int().min(0).default(0),
   category: z.enum(CATEGORIES).optional(),
-  event_type: z.string().max(64).optional(),
+  event_type: lineText().max(64).optional(),
   severity: z.enum(SEVERITIES).optional(),
   since: z.string().max(16).optional().openapi({ description: "A duration back from now: 30m, 24h, 7d, 2w" }),
   "metadata.user_id": z.coerce.number().int().positive().optional().openapi({ description: "Events of this user" }),
 });
 
 const EventsPage = z
-  .object({ events: z.array(AuditEvent), total: z.number().int(), limit: z.number().int(), offset: z.number().int() })
+  .object({
+    events: z.array(AuditEvent),
+    total: z.number().int().openapi({ description: "Events matching the filters, across all pages" }),
+    limit: z.number().int(),
+    offset: z.number().int(),
+    truncated: z.boolean().openapi({
+      description: `True when the page stopped before \`limit\` events because the response body would have passed ${AUDIT_PAGE_MAX_BYTES / (1024 * 1024)} MB; continue from \`next_offset\``,
+    }),
+    next_offset: z.number().int().nullable().openapi({ description: "The offset of the next page, or null when this page holds the last matching event" }),
+  })
   .openapi("AuditEventPage");
 
 const StatisticsQuery = z.object({ time_period_hours: z.coerce.number().int().min(1).max(8760).default(24) });
@@ -70,39 +82,16 @@ const CustomEventBody = z
   .object({
     event_type: z.string().min(1).max(64).regex(/^[a-z][a-z0-9_.]*$/, "lower_snake_case"),
     category: z.enum(CATEGORIES).optional(),
-    description: z.string().max(2000).optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
-    severity: z.enum(SEVERITIES).optional(),
-    site_id: z.string().max(64).optional(),
-    device_id: z.string().max(64).optional(),
-    session_id: z.string().max(128).optional(),
+    description: proseText().max(CUSTOM_EVENT_DESCRIPTION_MAX_CHARS).optional(),
+    metadata: z.record(z.string(), z.unknown()).optional()
+      .refine((m) => m === undefined || utf8Bytes(JSON.stringify(m)) <= CUSTOM_EVENT_METADATA_MAX_BYTES, `metadata is limited to ${CUSTOM_EVENT_METADATA_MAX_BYTES / 1024} KB as JSON`)
+      .openapi({ description: `Any JSON object, at most ${CUSTOM_EVENT_METADATA_MAX_BYTES / 1024} KB serialised (UTF-8); listed back as \`event_metadata\`` }),
+    severity: z.enum(SEVERITIES).optional().openapi({ description: "Default from the event type's catalogue entry; `critical` is reserved to administrators" }),
+    site_id: lineText().max(64).optional(),
+    device_id: lineText().max(64).optional(),
+    session_id: lineText().max(128).optional(),
   })
   .openapi("CustomAuditEvent");
-
-export const toAuditEvent = (r: AuditRow) => {
-  const metadata = (r.eventMetadata ?? {}) as Record<string, unknown>;
-  return {
-    id: r.id,
-    event_type: r.eventType,
-    category: r.category,
-    severity: r.severity,
-    description: r.description,
-    user_id: r.userId,
-    job_id: r.jobId,
-    device_id: r.deviceId,
-    site_id: r.siteId,
-    event_metadata: metadata,
-    metadata,
-    ip_address: r.ipAddress,
-    user_agent: r.userAgent,
-    session_id: r.sessionId,
-    created_at: r.createdAt,
-    timestamp: r.createdAt,
-  };
-};
-
-// Users record business and user-action events; everything else is the service's own testimony.
-const USER_CATEGORIES = new Set(["business_events", "user_actions"]);
 
 export function auditRoutes(mount: MountOptions) {
   const app = newRouter();
@@ -112,7 +101,7 @@ export function auditRoutes(mount: MountOptions) {
     apiRoute({
       method: "get", path: "/events", auth: "user", deprecated, tags: TAGS,
       summary: "Audit events, newest first",
-      description: "Administrators read every event; other users the events of sites they can access and their own.",
+      description: `Administrators read every event; other users the events of sites they can access and their own. A page holds at most \`limit\` events and stops before its body would pass ${AUDIT_PAGE_MAX_BYTES / (1024 * 1024)} MB (\`truncated\`), though it always holds at least one event; page on with \`next_offset\` until it is null.`,
       request: { query: EventsQuery },
       responses: { 200: jsonResponse(EventsPage, "A page of events") },
     }),
@@ -126,12 +115,12 @@ export function auditRoutes(mount: MountOptions) {
         since = new Date(Date.now() - ms).toISOString();
       }
       const siteIds = await accessibleSiteIds(c.var.db, user);
-      const { rows, total } = await listAuditEvents(c.var.db, {
+      const page = await listAuditEvents(c.var.db, {
         limit: q.limit, offset: q.offset, category: q.category, eventType: q.event_type, severity: q.severity, since,
         userId: q["metadata.user_id"],
         visibleTo: siteIds ? { siteIds, userId: user.id } : undefined,
       });
-      return c.json({ events: rows.map(toAuditEvent), total, limit: q.limit, offset: q.offset }, 200);
+      return c.json({ events: page.events, total: page.total, limit: q.limit, offset: q.offset, truncated: page.truncated, next_offset: page.nextOffset }, 200);
     },
   );
 
@@ -139,42 +128,14 @@ export function auditRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/events", auth: "user", deprecated, tags: TAGS,
       summary: "Record a custom event",
-      description: "For business events such as `transaction_processed`. Event types the service emits itself (security, system, device, job and site events) are reserved to administrators; naming a site requires the operator role on it. Naming a device requires the operator role on the device's site, and the event is attributed to that site (a different `site_id` is 422).",
+      description: `For business events such as \`transaction_processed\`. Event types the service emits itself (security, system, device, job and site events) and the \`critical\` severity are reserved to administrators (403); naming a site requires the operator role on it. Naming a device requires the operator role on the device's site, and the event is attributed to that site (a different \`site_id\` is 422). \`metadata\` is limited to ${CUSTOM_EVENT_METADATA_MAX_BYTES / 1024} KB as JSON and \`description\` to ${CUSTOM_EVENT_DESCRIPTION_MAX_CHARS} characters (422 beyond).`,
       request: jsonBody(CustomEventBody),
       responses: { 201: jsonResponse(AuditEvent, "The recorded event") },
       errors: [403, 404],
     }),
     async (c) => {
-      const body = c.req.valid("json");
-      const user = c.var.user!;
-      const category = body.category ?? classify(body.event_type).category;
-      if (!user.isAdmin && (!USER_CATEGORIES.has(category) || classify(body.event_type).category !== "business_events")) {
-        throw forbidden(`Only administrators may record '${body.event_type}' events in category '${category}'`);
-      }
-      // A device's trail may only be written by someone who operates its site; the event carries that site.
-      let siteId = body.site_id;
-      if (body.device_id) {
-        const device = await findDevice(c.var.db, body.device_id);
-        if (!device) throw notFound(`Device with ID '${body.device_id}' not found`);
-        if (siteId && siteId !== device.siteId) {
-          throw unprocessable([{ loc: ["body", "device_id"], msg: "The device does not belong to site_id", type: "value_error" }]);
-        }
-        siteId = device.siteId;
-      }
-      if (siteId) await authorizeSite(c.var.db, user, siteId, "operator", c.req.raw);
-      const row = await recordAudit(c.var.db, {
-        eventType: body.event_type,
-        category: body.category,
-        severity: body.severity,
-        description: body.description,
-        metadata: body.metadata,
-        siteId,
-        deviceId: body.device_id,
-        sessionId: body.session_id,
-        userId: user.id,
-        request: c.req.raw,
-      });
-      return c.json(toAuditEvent(row), 201);
+      const row = await recordCustomEvent(c.var.db, c.var.user!, c.req.valid("json"), c.req.raw);
+      return c.json(toAuditEventView(row), 201);
     },
   );
 

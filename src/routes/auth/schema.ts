@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { lineText } from "../../lib/text";
 import { utf8Length } from "../../services/passwords";
 
 export const PasswordSchema = z
@@ -11,8 +12,8 @@ export const SignupBody = z
   .object({
     email: z.email().max(254).openapi({ example: "ops@example.com" }),
     password: PasswordSchema,
-    full_name: z.string().max(200).optional(),
-    username: z.string().min(1).max(64).regex(/^[\w.@+-]+$/, "Letters, digits and . _ @ + - only").optional(),
+    full_name: lineText().max(200).optional(),
+    username: lineText().min(1).max(64).regex(/^[\w.@+-]+$/, "Letters, digits and . _ @ + - only").optional(),
     role: z.enum(["Client", "Admin"]).optional().openapi({ description: "Accepted for compatibility; never grants administrator rights" }),
   })
   .openapi("SignupRequest");
@@ -56,6 +57,6 @@ export const UserActiveResponse = z
   .object({ success: z.boolean(), message: z.string(), data: z.object({ email: z.string(), is_active: z.boolean() }) })
   .openapi("UserActiveResponse");
 
-export const EmailParam = z.object({ email: z.string().min(3).max(254).openapi({ param: { name: "email", in: "path" } }) });
+export const EmailParam = z.object({ email: lineText().min(3).max(254).openapi({ param: { name: "email", in: "path" } }) });
 export const UserIdParam = z.object({ user_id: z.coerce.number().int().positive().openapi({ param: { name: "user_id", in: "path" } }) });
 export const RoleQuery = z.object({ new_role: z.string().min(1).optional() });

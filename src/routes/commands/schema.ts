@@ -1,4 +1,6 @@
 import { z } from "@hono/zod-openapi";
+import { CONFIG_URL_RULE, checkConfigUrls } from "../../lib/config-url";
+import { lineText, proseText } from "../../lib/text";
 import { COMMAND_STATUSES, DEFAULT_COMMAND_TTL_S as DEFAULT_TTL_S, MAX_COMMAND_TTL_S as MAX_TTL_S, MAX_POLL_WAIT_S as MAX_WAIT_S, normaliseCommandType } from "../../shared/vocabulary";
 import { AckBodySchema, CommandRecordSchema } from "../../shared/hub-contract";
 import { DeviceParams } from "../devices/schema";
@@ -18,18 +20,20 @@ export const CommandSchema = CommandRecordSchema;
 
 export const QueueCommandBody = z
   .object({
-    command_type: z.string().min(1).max(64)
+    command_type: lineText().min(1).max(64)
       .refine((v) => normaliseCommandType(v) !== undefined, "A command type is a name such as restart, shutdown, update_config or ping")
       .openapi({ description: "restart, shutdown, update_config, ping or another type the device understands; REBOOT and UPDATE_CONFIG are accepted in any case", example: "REBOOT" }),
     payload: z.record(z.string(), z.unknown()).optional()
+      .openapi({ description: `Command arguments, at most 32 KB. A \`config_url\` anywhere in it must be ${CONFIG_URL_RULE}` })
       .refine((p) => p === undefined || JSON.stringify(p).length <= MAX_PAYLOAD_BYTES, `payload is limited to ${MAX_PAYLOAD_BYTES / 1024} KB`),
     ttl_seconds: z.number().int().min(1).max(MAX_TTL_S).optional()
       .openapi({ description: `Time to live: an open command expires after it (default ${DEFAULT_TTL_S}, max ${MAX_TTL_S})` }),
   })
+  .superRefine((b, ctx) => checkConfigUrls(b.payload, ctx, ["payload"]))
   .openapi("QueueCommandRequest");
 
 export const IdempotencyHeaders = z.object({
-  "idempotency-key": z.string().min(1).max(255).optional().openapi({
+  "idempotency-key": lineText().min(1).max(255).optional().openapi({
     param: { name: "idempotency-key", in: "header" },
     description: "Repeating a request with the same key for the same device returns the command it created instead of queueing another; the same key with a different body is 422",
   }),
@@ -58,10 +62,10 @@ export const AckResponse = AckBodySchema;
 
 export const StatusBody = z
   .object({
-    status: z.string().min(1).max(32).openapi({ description: "completed or failed (success and failure are read the same way)", example: "completed" }),
+    status: lineText().min(1).max(32).openapi({ description: "completed or failed (success and failure are read the same way)", example: "completed" }),
     result: z.unknown().optional().openapi({ description: "Result data (any JSON)" }),
-    error_message: z.string().max(4000).nullish(),
-    device_id: z.string().max(128).optional().openapi({ description: "When present it must equal X-Device-ID (403 otherwise)" }),
-    site_id: z.string().max(64).optional().openapi({ description: "Accepted and ignored" }),
+    error_message: proseText().max(4000).nullish(),
+    device_id: lineText().max(128).optional().openapi({ description: "When present it must equal X-Device-ID (403 otherwise)" }),
+    site_id: lineText().max(64).optional().openapi({ description: "Accepted and ignored" }),
   })
   .openapi("CommandStatusReport");

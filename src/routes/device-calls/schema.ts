@@ -1,11 +1,12 @@
 import { z } from "@hono/zod-openapi";
 import { StoreDecisionSchema } from "../../shared/hub-contract";
+import { lineText } from "../../lib/text";
 
 const percent = (name: string) => z.number().min(0).max(100).openapi({ description: `${name}, 0–100 %` });
 
 const DeviceEcho = {
-  device_id: z.string().max(128).optional().openapi({ description: "Must equal X-Device-ID when present (403 otherwise)" }),
-  site_id: z.string().max(64).optional().openapi({ description: "Ignored: the device's site is known" }),
+  device_id: lineText().max(128).optional().openapi({ description: "Must equal X-Device-ID when present (403 otherwise)" }),
+  site_id: lineText().max(64).optional().openapi({ description: "Ignored: the device's site is known" }),
 };
 
 export const HeartbeatBody = z
@@ -13,9 +14,9 @@ export const HeartbeatBody = z
     ...DeviceEcho,
     status: z.enum(["online", "healthy", "error", "unhealthy"]).optional().openapi({ description: "What the device says of itself; error/unhealthy marks it in error" }),
     uptime_seconds: z.number().int().min(0).optional(),
-    boot_id: z.string().max(128).optional().openapi({ description: "Changes when the device reboots" }),
+    boot_id: lineText().max(128).optional().openapi({ description: "Changes when the device reboots" }),
     heartbeat_interval_s: z.number().int().min(1).max(3600).optional().openapi({ description: "The device's own interval; offline after 3 missed (clamped 30 s–10 min)" }),
-    timestamp: z.string().max(64).optional().openapi({ description: "Device clock; stored, never trusted for presence" }),
+    timestamp: lineText().max(64).optional().openapi({ description: "Device clock; stored, never trusted for presence" }),
   })
   .openapi("Heartbeat");
 
@@ -40,8 +41,8 @@ export const TelemetrySample = z
     transaction_count: z.number().int().min(0).optional(),
     uptime_seconds: z.number().int().min(0).optional(),
     error_rate: z.number().min(0).max(1).optional().openapi({ description: "Share of failed operations, 0–1" }),
-    boot_id: z.string().max(128).optional(),
-    timestamp: z.string().max(64).optional().openapi({ description: "Device clock; kept with the sample" }),
+    boot_id: lineText().max(128).optional(),
+    timestamp: lineText().max(64).optional().openapi({ description: "Device clock; kept with the sample" }),
   })
   .openapi("TelemetrySample");
 
@@ -60,15 +61,15 @@ export const TelemetryResponse = z
 export const DnaBody = z
   .object({
     ...DeviceEcho,
-    mac_address: z.string().max(64).optional(),
-    local_ip: z.string().max(64).optional(),
-    hostname: z.string().max(255).optional(),
-    os_details: z.string().max(500).optional(),
-    os_type: z.string().max(64).optional(),
-    os_version: z.string().max(64).optional(),
-    firmware: z.string().max(128).optional(),
+    mac_address: lineText().max(64).optional(),
+    local_ip: lineText().max(64).optional(),
+    hostname: lineText().max(255).optional(),
+    os_details: lineText().max(500).optional(),
+    os_type: lineText().max(64).optional(),
+    os_version: lineText().max(64).optional(),
+    firmware: lineText().max(128).optional(),
   })
-  .catchall(z.union([z.string().max(500), z.number(), z.boolean(), z.null()]))
+  .catchall(z.union([lineText().max(500), z.number(), z.boolean(), z.null()]))
   .openapi("DeviceDna");
 
 export const DnaResponse = z.object({ status: z.literal("ok"), device_id: z.string(), updated_at: z.string() }).openapi("DnaResponse");

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { lineText } from "../../lib/text";
 import { SiteIdSchema, SiteParams } from "../sites/schema";
 import type { DeviceRow } from "../../services/devices";
 
@@ -7,17 +8,17 @@ export const DeviceIdSchema = z.string().min(1).max(128).regex(/^[A-Za-z0-9][A-Z
 export const DeviceParams = z.object({ device_id: DeviceIdSchema.openapi({ param: { name: "device_id", in: "path" }, example: "POS-001" }) });
 export { SiteParams };
 
-const DEVICE_TYPE = z.string().min(1).max(64).openapi({ description: "e.g. pos_terminal, tablet, virtual_terminal, mobile_scanner, POS", example: "pos_terminal" });
+const DEVICE_TYPE = lineText().min(1).max(64).openapi({ description: "e.g. pos_terminal, tablet, virtual_terminal, mobile_scanner, POS", example: "pos_terminal" });
 
 export const CreateDeviceBody = z
   .object({
     device_id: DeviceIdSchema.optional().openapi({ description: "Generated as DEVICE-XXXX-XXXX-XXXX when absent" }),
-    name: z.string().trim().min(1).max(200).optional(),
+    name: lineText().trim().min(1).max(200).optional(),
     device_type: DEVICE_TYPE.optional(),
     type: DEVICE_TYPE.optional().openapi({ description: "Alias of device_type" }),
-    ip_address: z.string().max(64).nullish(),
-    os_type: z.string().max(64).nullish(),
-    os_version: z.string().max(64).nullish(),
+    ip_address: lineText().max(64).nullish(),
+    os_type: lineText().max(64).nullish(),
+    os_version: lineText().max(64).nullish(),
     device_source: z.enum(["real", "simulated"]).default("real"),
   })
   .openapi("CreateDeviceRequest");
@@ -67,11 +68,11 @@ export const DeviceDetail = DeviceListItem.extend({
 
 export const UpdateDeviceBody = z
   .object({
-    name: z.string().trim().min(1).max(200).optional(),
+    name: lineText().trim().min(1).max(200).optional(),
     device_type: DEVICE_TYPE.optional(),
-    ip_address: z.string().max(64).nullish(),
-    os_type: z.string().max(64).nullish(),
-    os_version: z.string().max(64).nullish(),
+    ip_address: lineText().max(64).nullish(),
+    os_type: lineText().max(64).nullish(),
+    os_version: lineText().max(64).nullish(),
     heartbeat_interval_s: z.number().int().min(5).max(3600).optional(),
   })
   .refine((b) => Object.values(b).some((v) => v !== undefined), "Nothing to update")
@@ -89,13 +90,13 @@ export const AccessibleDevicesQuery = z.object({
 export const ProvisionBody = z
   .object({
     site_id: SiteIdSchema,
-    device_name: z.string().trim().min(1).max(200),
+    device_name: lineText().trim().min(1).max(200),
     device_type: DEVICE_TYPE.optional(),
-    os_details: z.string().max(500).optional(),
+    os_details: lineText().max(500).optional(),
   })
   .openapi("ProvisionRequest");
 
-export const BootstrapProvisionBody = ProvisionBody.extend({ bootstrap_key: z.string().min(1).max(256) }).openapi("BootstrapProvisionRequest");
+export const BootstrapProvisionBody = ProvisionBody.extend({ bootstrap_key: lineText().min(1).max(256) }).openapi("BootstrapProvisionRequest");
 
 export const ProvisionResponse = z
   .object({ device_id: z.string(), api_key: z.string(), site_id: z.string(), epoch_id: z.string() })

@@ -1,8 +1,9 @@
 import { z } from "@hono/zod-openapi";
+import { lineText } from "../../lib/text";
 import { SiteParams } from "../sites/schema";
 import { DEFAULT_EXPIRES_IN_HOURS, INTENT_STATUSES, MAX_EXPIRES_IN_HOURS, toIntentView, type IntentRow } from "../../services/intents";
 
-const IntentIdSchema = z.string().min(1).max(64);
+const IntentIdSchema = lineText().min(1).max(64);
 
 export { SiteParams };
 
@@ -49,11 +50,11 @@ export const ListIntentsQuery = z.object({
 
 export const CreateIntentBody = z
   .object({
-    expected_device_identity: z.string().trim().min(1).max(256).nullish()
+    expected_device_identity: lineText().trim().min(1).max(256).nullish()
       .openapi({ description: "Optional identity (e.g. serial number) the claiming device must present", example: "SN-0042-7781" }),
     expires_in_hours: z.number().int().min(1).max(MAX_EXPIRES_IN_HOURS).default(DEFAULT_EXPIRES_IN_HOURS)
       .openapi({ description: `Hours until the intent expires (1-${MAX_EXPIRES_IN_HOURS}, default ${DEFAULT_EXPIRES_IN_HOURS})` }),
-    idempotency_key: z.string().min(1).max(128).nullish()
+    idempotency_key: lineText().min(1).max(128).nullish()
       .openapi({ description: "Retry-safe creation: the same key on the same site returns the same intent" }),
   })
   .openapi("CreateEnrolmentIntentRequest");
@@ -64,10 +65,10 @@ export const UpdateIntentBody = z
 
 export const ClaimBody = z
   .object({
-    claim_token: z.string().min(1).max(512),
-    device_name: z.string().trim().min(1).max(200).optional().openapi({ description: "Name of the new device, unique in the site (400 when taken); defaults to the device identity when that name is free, else the generated device id" }),
-    device_type: z.string().trim().min(1).max(64).optional().openapi({ description: "Defaults to pos_terminal" }),
-    device_identity: z.string().trim().min(1).max(256).optional().openapi({ description: "Required, and must match, when the intent has an expected device identity" }),
+    claim_token: lineText().min(1).max(512),
+    device_name: lineText().trim().min(1).max(200).optional().openapi({ description: "Name of the new device, unique in the site (400 when taken); defaults to the device identity when that name is free, else the generated device id" }),
+    device_type: lineText().trim().min(1).max(64).optional().openapi({ description: "Defaults to pos_terminal" }),
+    device_identity: lineText().trim().min(1).max(256).optional().openapi({ description: "Required, and must match, when the intent has an expected device identity" }),
   })
   .openapi("ClaimEnrolmentIntentRequest");
 

@@ -8,6 +8,8 @@ const TAGS = ["Jobs"];
 
 const LIFECYCLE = "`queued → sent → completed | failed | cancelled | timeout`. Within a second or two the site's hub sends the job: `started_at`, `segment`, `config_url` and `config_version` are filled and one command per target device is queued (simulated agents run theirs in the hub; real devices poll them). It completes when every target has reported: `completed` when all succeeded, else `failed` with `result` `{total, succeeded, failed, cancelled, pending}` and a summary in `error_message`; at its deadline it is `timeout`. A job with no matching device completes at once with a result saying so. Every transition is audited (job_created, job_started, job_completed, job_failed, job_cancelled, job_timeout), recorded as a job outcome and published on the site's live channel as `job.updated`.";
 
+const IDEMPOTENCY = "With an `Idempotency-Key` header, retrying is safe: the same key on the same site with the same body (compared as JSON, whatever the key order) creates nothing and answers 201 with the same body as the first time, including `status: queued` (read the job for its current state), and the header `Idempotent-Replayed: true`; the same key with a different body is 422. Keys are kept as long as the job.";
+
 /** `POST /api/v1/jobs/sites/{site_id}/jobs` and the deprecated `/sites/{site_id}/jobs`. */
 export function siteJobRoutes(mount: MountOptions) {
   const app = newRouter();
@@ -17,15 +19,21 @@ export function siteJobRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/{site_id}/jobs", auth: "user", access: { site: "operator" }, deprecated, tags: TAGS,
       summary: "Create a job for a site (operator)",
-      description: `Targets every active device of the site, or \`target_device_ids\`, or the devices of \`device_type\`. ${LIFECYCLE}`,
-      request: { params: s.SiteParams, ...jsonBody(s.CreateJobBody) },
-      responses: { 201: jsonResponse(s.CreateJobResponse, "Queued") },
+      description: `Targets every active device of the site, or \`target_device_ids\`, or the devices of \`device_type\`. ${IDEMPOTENCY} ${LIFECYCLE}`,
+      request: { params: s.SiteParams, headers: s.JobIdempotencyHeaders, ...jsonBody(s.CreateJobBody) },
+      responses: {
+        201: {
+          ...jsonResponse(s.CreateJobResponse, "Queued; for a repeated Idempotency-Key, the same answer as the first time"),
+          headers: s.JobCreatedHeaders,
+        },
+      },
       errors: [403, 404],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
-      const job = await createJob(c.env, c.var.db, c.var.user!, site_id, c.req.valid("json"), c.req.raw);
-      return c.json({ message: "Job created successfully", job_id: job.jobId, site_id, action: job.action, status: "queued" as const }, 201);
+      const { job, created } = await createJob(c.env, c.var.db, c.var.user!, site_id, c.req.valid("json"), c.req.valid("header")["idempotency-key"], c.req.raw);
+      if (!created) c.header("Idempotent-Replayed", "true");
+      return c.json({ message: "Job created successfully", job_id: job.jobId, site_id: job.siteId, action: job.action, status: "queued" as const }, 201);
     },
   );
 

@@ -1,4 +1,6 @@
 import { z } from "@hono/zod-openapi";
+import { CONFIG_URL_RULE, ConfigUrlSchema } from "../../lib/config-url";
+import { lineText, proseText } from "../../lib/text";
 import { DEFAULT_JOB_DEADLINE_S as DEFAULT_DEADLINE_S } from "../../shared/vocabulary";
 import { JobCountsSchema } from "../../shared/hub-contract";
 import { DeviceIdSchema } from "../devices/schema";
@@ -15,21 +17,33 @@ export { SiteParams };
 
 export const CreateJobBody = z
   .object({
-    action: z.string().trim().min(1).max(100).openapi({
+    action: lineText().trim().min(1).max(100).openapi({
       description: "What to do; it becomes each target's command type (REBOOT → restart, UPDATE_CONFIG → update_config, other text lower-cased with `_`)",
       example: "update_config",
     }),
-    description: z.string().max(2000).optional(),
+    description: proseText().max(2000).optional(),
     priority: z.enum(["high", "medium", "low"]).default("medium"),
     target_device_ids: z.array(DeviceIdSchema).min(1).max(1000).optional()
       .openapi({ description: "Only these devices of the site (each must belong to it, else 422)" }),
-    device_type: z.string().min(1).max(64).optional().openapi({ description: "Only devices of this type (case-insensitive); with target_device_ids, those of the list that match" }),
-    config_url: z.string().min(1).max(2048).optional().openapi({ description: "Where details are fetched; default: this job's own URL" }),
-    config_version: z.string().min(1).max(64).optional().openapi({ description: "Default: derived from the start time, e.g. 2026.11.22-172045" }),
+    device_type: lineText().min(1).max(64).optional().openapi({ description: "Only devices of this type (case-insensitive); with target_device_ids, those of the list that match" }),
+    config_url: ConfigUrlSchema.optional().openapi({ description: `Where devices fetch the details: ${CONFIG_URL_RULE}. Default: the job's own path on this service`, example: "https://config.example.com/pos/2026-07.json" }),
+    config_version: lineText().min(1).max(64).optional().openapi({ description: "Default: derived from the start time, e.g. 2026.11.22-172045" }),
     deadline_s: z.number().int().min(10).max(172_800).optional()
       .openapi({ description: `Seconds from creation until the job times out (default ${DEFAULT_DEADLINE_S})` }),
   })
   .openapi("CreateJobRequest");
+
+export const JobIdempotencyHeaders = z.object({
+  "idempotency-key": lineText().min(1).max(255).optional().openapi({
+    param: { name: "idempotency-key", in: "header" },
+    description: "Makes retries safe: a repeat with the same key on the same site and the same body answers the job it created; with a different body, 422",
+    example: "5f0c6a3e-2b1d-4c8e-9a77-0d3f1e2a4b6c",
+  }),
+});
+
+export const JobCreatedHeaders = z.object({
+  "Idempotent-Replayed": z.literal("true").optional().openapi({ description: "Present when the answer repeats an earlier request with the same Idempotency-Key" }),
+});
 
 export const CreateJobResponse = z
   .object({ message: z.string(), job_id: z.string(), site_id: z.string(), action: z.string(), status: z.literal("queued") })

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { lineText, proseText } from "../../lib/text";
 import { ROLES } from "../../services/access";
 
 export const SiteIdSchema = z
@@ -30,10 +31,10 @@ export const SiteList = z.object({ sites: z.array(SiteListItem) }).openapi("Site
 export const CreateSiteBody = z
   .object({
     site_id: SiteIdSchema.optional().openapi({ description: "Business id; generated as SITE-XXXX-XXXX when absent", example: "STORE-001" }),
-    name: z.string().trim().min(1).max(200),
-    description: z.string().max(2000).nullish(),
-    location: z.string().max(500).nullish(),
-    tenant_id: z.string().min(1).max(64).nullish().openapi({ description: "Tenant the site belongs to; the caller must own the tenant" }),
+    name: lineText().trim().min(1).max(200),
+    description: proseText().max(2000).nullish(),
+    location: lineText().max(500).nullish(),
+    tenant_id: lineText().min(1).max(64).nullish().openapi({ description: "Tenant the site belongs to; the caller must own the tenant" }),
   })
   .openapi("CreateSiteRequest");
 

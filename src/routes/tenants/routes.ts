@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { lineText } from "../../lib/text";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { forbidden } from "../../lib/errors";
 import type { AppEnv } from "../../env";
@@ -14,7 +15,7 @@ import { AddMemberBody, Invitation, InvitationList, Member, MemberList } from ".
 const TAGS = ["Tenants"];
 
 const Tenant = z.object({ tenant_id: z.string(), name: z.string(), created_at: z.string() }).openapi("Tenant");
-const TenantParams = z.object({ tenant_id: z.string().min(1).max(64).openapi({ param: { name: "tenant_id", in: "path" } }) });
+const TenantParams = z.object({ tenant_id: lineText().min(1).max(64).openapi({ param: { name: "tenant_id", in: "path" } }) });
 const TenantMemberParams = TenantParams.extend({
   user_id: z.coerce.number().int().positive().openapi({ param: { name: "user_id", in: "path" } }),
 });
@@ -24,7 +25,7 @@ const TenantInvitationParams = TenantParams.extend({
 const CreateTenantBody = z
   .object({
     tenant_id: z.string().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/).optional(),
-    name: z.string().trim().min(1).max(200),
+    name: lineText().trim().min(1).max(200),
   })
   .openapi("CreateTenantRequest");
 
