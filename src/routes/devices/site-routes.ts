@@ -35,7 +35,7 @@ siteEnrolmentRoutes.openapi(
   async (c) => {
     const { site_id } = c.req.valid("param");
     await authorizeSite(c.var.db, c.var.user!, site_id, "operator", c.req.raw);
-    const { bootstrapKey, createdAt } = await createBootstrapKey(c.var.db, c.var.user!, site_id, c.req.raw);
+    const { bootstrapKey, createdAt } = await createBootstrapKey(c.env, c.var.db, c.var.user!, site_id, c.req.raw);
     return c.json({ site_id, bootstrap_key: bootstrapKey, created_at: createdAt }, 201);
   },
 );
