@@ -8,12 +8,13 @@
  * - the credential's CredentialGuard refuses: too many failures of this address on this credential,
  *   or too many failures on it overall while this address is one of the failing ones.
  *
- * Signups, which cost a bcrypt hash each, are limited per address as well (`limitSignups`).
- * docs/security.md ("Credential throttling") has the policy and the reasoning.
+ * A refusal is answered after a short pause (`throttled`), so a client that waits for its answers
+ * cannot keep the Worker busy. Signups, which cost a bcrypt hash each, are limited per address as
+ * well (`limitSignups`). docs/security.md ("Credential throttling") has the policy and the reasoning.
  */
 import type { Env } from "../env";
 import { tooManyRequests } from "../lib/errors";
-import { ExpiringKeys } from "../lib/expiring-keys";
+import { ExpiringMap } from "../lib/expiring-map";
 import { credentialGuard } from "../hub/credential-guard";
 import { UNKNOWN_CLIENT, type GuardedKind } from "../shared/guard-contract";
 
@@ -22,7 +23,8 @@ export const CLIENT_BLOCK_MS = 5 * 60_000;
 /** The Rate Limiting bindings count per minute, so a refusal from one is good for about that long. */
 const SIGNUP_RETRY_AFTER_S = 60;
 
-const blockedClients = new ExpiringKeys(10_000);
+/** Per isolate: addresses refused until the moment they map to. */
+const blockedClients = new ExpiringMap<number>(10_000);
 
 /**
  * The address an unauthenticated caller is throttled by, from `CF-Connecting-IP` (which Cloudflare
@@ -73,6 +75,8 @@ export interface CredentialCheck {
   refusal: string;
   /** Extra headers on the 429. */
   headers?: Record<string, string>;
+  /** Told when the throttles refuse, and until when (epoch ms). */
+  onRefused?: (until: number) => void;
 }
 
 /**
@@ -82,17 +86,16 @@ export interface CredentialCheck {
 export async function verifyThrottled(env: Env, check: CredentialCheck, verify: () => Promise<boolean>): Promise<boolean> {
   const { client } = check;
   const refuse = (retryAfterS: number) => {
-    const error = tooManyRequests(check.refusal, retryAfterS);
-    Object.assign(error.headers, check.headers);
-    return error;
+    check.onRefused?.(Date.now() + retryAfterS * 1000);
+    return throttled(check, retryAfterS);
   };
-  const blockedUntil = client === undefined ? undefined : blockedClients.heldUntil(client);
-  if (blockedUntil !== undefined) throw refuse(Math.max(1, Math.ceil((blockedUntil - Date.now()) / 1000)));
+  const blockedUntil = client === undefined ? undefined : blockedClients.get(client);
+  if (blockedUntil !== undefined) throw await refuse(secondsUntil(blockedUntil));
 
   const guard = credentialGuard(env, check.kind, check.id);
   const clientKey = client ?? UNKNOWN_CLIENT;
   const reservation = await guard.reserve(clientKey);
-  if (!reservation.allowed) throw refuse(reservation.retryAfterS);
+  if (!reservation.allowed) throw await refuse(reservation.retryAfterS);
   // Should `verify` throw (D1 unavailable), the reservation simply expires: that was no failure.
   const verified = await verify();
   await guard.settle(reservation.ticket, clientKey, verified);
@@ -103,7 +106,25 @@ export async function verifyThrottled(env: Env, check: CredentialCheck, verify: 
 async function countClientFailure(env: Env, client: string | undefined) {
   if (client === undefined) return;
   const { success } = await env.CREDENTIAL_FAILURE_LIMITER.limit({ key: client });
-  if (!success) blockedClients.add(client, Date.now() + CLIENT_BLOCK_MS);
+  if (success) return;
+  const until = Date.now() + CLIENT_BLOCK_MS;
+  blockedClients.set(client, until, until);
+}
+
+export const secondsUntil = (at: number) => Math.max(1, Math.ceil((at - Date.now()) / 1000));
+
+/**
+ * A refused attempt is answered only after this pause, which costs the Worker no CPU: a client that
+ * waits for each answer, as scripts do, then makes at most one attempt per connection per second.
+ */
+export const REFUSAL_PAUSE_MS = 1_000;
+
+/** The 429 of a throttled credential check (detail, Retry-After, extra headers), after the pause. */
+export async function throttled(check: Pick<CredentialCheck, "refusal" | "headers">, retryAfterS: number) {
+  await new Promise((resolve) => setTimeout(resolve, REFUSAL_PAUSE_MS));
+  const error = tooManyRequests(check.refusal, retryAfterS);
+  Object.assign(error.headers, check.headers);
+  return error;
 }
 
 /** A new key or token replaced the credential: earlier failures against it stop counting. */
@@ -115,5 +136,5 @@ export async function credentialReplaced(env: Env, kind: GuardedKind, id: string
 export async function limitSignups(env: Env, client: string | undefined) {
   if (client === undefined) return;
   const { success } = await env.SIGNUP_LIMITER.limit({ key: client });
-  if (!success) throw tooManyRequests("Too many signups from this address; try again later", SIGNUP_RETRY_AFTER_S);
+  if (!success) throw await throttled({ refusal: "Too many signups from this address; try again later" }, SIGNUP_RETRY_AFTER_S);
 }

@@ -5,8 +5,9 @@ import { ApiError, forbidden } from "../lib/errors";
 import { sameDigest, sha256Hex } from "../shared/ids";
 import { siteHub } from "../hub/client";
 import { verifySecret } from "./passwords";
-import { verifyThrottled } from "./credential-throttle";
-import { ExpiringKeys } from "../lib/expiring-keys";
+import { secondsUntil, throttled, verifyThrottled, type CredentialCheck } from "./credential-throttle";
+import { ExpiringMap } from "../lib/expiring-map";
+import { UNKNOWN_CLIENT } from "../shared/guard-contract";
 import type { Admission, NotAdmitted } from "../shared/hub-contract";
 
 /** One body for every credential failure, so a caller learns nothing about which part was wrong. */
@@ -27,7 +28,17 @@ const deviceSites = new Map<string, string>();
  * expires; one registered by this isolate is admitted at once (`deviceCreated`).
  */
 export const UNKNOWN_DEVICE_TTL_MS = 30_000;
-const unknownDevices = new ExpiringKeys(MAX_REMEMBERED);
+const unknownDevices = new ExpiringMap<true>(MAX_REMEMBERED);
+
+/**
+ * Per isolate: (device, client address) pairs the throttles refused a moment ago, with the moment
+ * they may try again. A repeat is refused before its hub call, so a flood of wrong keys costs the
+ * Worker next to nothing. Remembered at most a minute, so that a device whose key was replaced
+ * through another isolate is not held back here for long.
+ */
+const REFUSAL_MEMORY_MS = 60_000;
+const refusedDevices = new ExpiringMap<number>(MAX_REMEMBERED);
+const refusalKey = (deviceId: string, client: string | undefined) => `${deviceId}\n${client ?? UNKNOWN_CLIENT}`;
 
 /**
  * Per isolate: keys this isolate issued (registration, rotation, claim) with the hash it stored, so
@@ -58,7 +69,7 @@ async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefine
   if (unknownDevices.has(deviceId)) return undefined;
   const row = await db.select({ siteId: devices.siteId }).from(devices).where(eq(devices.deviceId, deviceId)).get();
   if (row) remember(deviceSites, deviceId, row.siteId);
-  else unknownDevices.add(deviceId, Date.now() + UNKNOWN_DEVICE_TTL_MS);
+  else unknownDevices.set(deviceId, true, Date.now() + UNKNOWN_DEVICE_TTL_MS);
   return row?.siteId;
 }
 
@@ -90,19 +101,24 @@ export async function admitThroughHub<T>(
   credential: DeviceCredential,
   call: (keyDigest: string) => Promise<T | NotAdmitted>,
 ): Promise<{ value: T; usedBcrypt: boolean }> {
-  const first = await call(credential.keyDigest);
+  const { deviceId, siteId, keyDigest, apiKey, client } = credential;
+  const throttling: Omit<CredentialCheck, "onRefused"> = {
+    kind: "device", id: deviceId, client, refusal: DEVICE_AUTH_THROTTLED, headers: timing("throttled"),
+  };
+  const refusedUntil = refusedDevices.get(refusalKey(deviceId, client));
+  if (refusedUntil !== undefined) throw await throttled(throttling, secondsUntil(refusedUntil));
+  const first = await call(keyDigest);
   if (!isNotAdmitted(first)) return { value: first, usedBcrypt: false };
   let admission: Admission = first.notAdmitted;
   let usedBcrypt = false;
   if (admission.result === "verify") {
-    const { deviceId, siteId, keyDigest, apiKey, client } = credential;
     const { bcryptHash } = admission;
     const issued = issuedKeys.get(deviceId);
     const known = issued !== undefined && issued.bcryptHash === bcryptHash && sameDigest(issued.keyDigest, keyDigest);
     if (!known) {
       usedBcrypt = true;
-      const check = { kind: "device" as const, id: deviceId, client, refusal: DEVICE_AUTH_THROTTLED, headers: timing("throttled") };
-      if (!(await verifyThrottled(env, check, () => verifySecret(apiKey, bcryptHash)))) throw deviceUnauthorized(timing("bcrypt"));
+      const onRefused = (until: number) => refusedDevices.set(refusalKey(deviceId, client), until, Math.min(until, Date.now() + REFUSAL_MEMORY_MS));
+      if (!(await verifyThrottled(env, { ...throttling, onRefused }, () => verifySecret(apiKey, bcryptHash)))) throw deviceUnauthorized(timing("bcrypt"));
     }
     admission = await siteHub(env, siteId).confirmDeviceKey(deviceId, keyDigest, admission.bcryptHash);
   }
@@ -141,5 +157,6 @@ export function admitCredential(env: Env, credential: DeviceCredential) {
 /** After a key rotation, a lifecycle change or new settings in D1: the hub re-reads the device. */
 export async function deviceChanged(env: Env, siteId: string, deviceId: string) {
   issuedKeys.delete(deviceId);
+  refusedDevices.deleteWhere((key) => key.startsWith(`${deviceId}\n`));
   await siteHub(env, siteId).deviceChanged(deviceId);
 }

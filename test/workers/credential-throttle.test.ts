@@ -5,7 +5,7 @@ import bcrypt from "bcryptjs";
 import { describe, expect, it } from "vitest";
 import * as schema from "../../src/db/schema";
 import { createApp } from "../../src/app";
-import { ExpiringKeys } from "../../src/lib/expiring-keys";
+import { ExpiringMap } from "../../src/lib/expiring-map";
 import { clientAddressOf } from "../../src/services/credential-throttle";
 import { DEVICE_AUTH_THROTTLED } from "../../src/services/device-auth";
 import { LOGIN_THROTTLED } from "../../src/services/users";
@@ -17,7 +17,7 @@ import { guardStub, installClock, installGuardClock } from "./clock";
 
 /** wrangler.toml, [[ratelimits]]: failed credential checks and signups per address and minute. */
 const ADDRESS_FAILURE_LIMIT = 10;
-const SIGNUP_LIMIT = 5;
+const SIGNUP_LIMIT = 10;
 
 const from = (address: string) => ({ "CF-Connecting-IP": address });
 let addresses = Math.floor(Math.random() * 200) * 250;
@@ -58,17 +58,19 @@ describe("client addresses", () => {
     expect(clientAddressOf("")).toBeUndefined();
   });
 
-  it("ExpiringKeys: entries lapse at their time, and the oldest goes first when it is full", () => {
+  it("ExpiringMap: entries lapse at their time, and the oldest goes first when it is full", () => {
     let now = 1_000;
-    const keys = new ExpiringKeys(2, () => now);
-    keys.add("a", 2_000);
-    keys.add("b", 3_000);
-    expect([keys.has("a"), keys.heldUntil("b")]).toEqual([true, 3_000]);
+    const map = new ExpiringMap<string>(2, () => now);
+    map.set("a", "first", 2_000);
+    map.set("b", "second", 3_000);
+    expect([map.get("a"), map.get("b")]).toEqual(["first", "second"]);
     now = 2_000;
-    expect([keys.has("a"), keys.has("b")]).toEqual([false, true]);
-    keys.add("c", 5_000);
-    keys.add("d", 5_000);
-    expect([keys.has("b"), keys.has("c"), keys.has("d"), keys.size]).toEqual([false, true, true, 2]);
+    expect([map.has("a"), map.has("b")]).toEqual([false, true]);
+    map.set("c", "third", 5_000);
+    map.set("d", "fourth", 5_000);
+    expect([map.has("b"), map.has("c"), map.has("d"), map.size]).toEqual([false, true, true, 2]);
+    map.deleteWhere((key) => key === "c");
+    expect([map.has("c"), map.has("d")]).toEqual([false, true]);
   });
 });
 
@@ -172,6 +174,13 @@ describe("device key throttling", () => {
       expect(res.headers.get("Server-Timing")).toBe('device-auth;desc="throttled"');
       expect(Number(res.headers.get("Retry-After"))).toBeGreaterThan(800);
     }
+    // This isolate remembers the refusal and answers a repeat before its hub call: even with the
+    // guard's counts gone, the attacker is refused without a check.
+    await guardStub("device", deviceId).forget();
+    const remembered = await heartbeatFrom(deviceId, "wrong-once-more", attacker);
+    expect([remembered.status, remembered.headers.get("Server-Timing")]).toEqual([429, 'device-auth;desc="throttled"']);
+    expect(await guardStub("device", deviceId).failureCount()).toBe(0);
+
     const admitted = await heartbeatFrom(deviceId, apiKey, store);
     expect(admitted.status).toBe(200);
     expect(admitted.headers.get("Server-Timing")).toContain('desc="bcrypt"');

@@ -20,7 +20,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Create an account",
-    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Signups are limited per client address (a few a minute); beyond that they answer 429 with Retry-After.",
+    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.",
     request: jsonBody(s.SignupBody),
     responses: { 201: jsonResponse(s.SignupResponse, "Account created") },
     errors: [400, 429],
