@@ -13,7 +13,7 @@
  * well (`limitSignups`). docs/security.md ("Credential throttling") has the policy and the reasoning.
  */
 import type { Env } from "../env";
-import { tooManyRequests } from "../lib/errors";
+import { tooManyRequests, type ApiError } from "../lib/errors";
 import { ExpiringMap } from "../lib/expiring-map";
 import { credentialGuard } from "../hub/credential-guard";
 import { UNKNOWN_CLIENT, type GuardedKind } from "../shared/guard-contract";
@@ -25,6 +25,14 @@ const SIGNUP_RETRY_AFTER_S = 60;
 
 /** Per isolate: addresses refused until the moment they map to. */
 const blockedClients = new ExpiringMap<number>(10_000);
+
+/**
+ * Per isolate: checks in progress per address. The address limit counts failures once they are
+ * known, so without this an address could fire a thousand checks at a thousand credentials at once
+ * and have them all run before the first one failed.
+ */
+export const CHECKS_IN_FLIGHT_PER_ADDRESS = 4;
+const checksInFlight = new Map<string, number>();
 
 /**
  * The address an unauthenticated caller is throttled by, from `CF-Connecting-IP` (which Cloudflare
@@ -89,17 +97,32 @@ export async function verifyThrottled(env: Env, check: CredentialCheck, verify: 
     check.onRefused?.(Date.now() + retryAfterS * 1000);
     return throttled(check, retryAfterS);
   };
-  const blockedUntil = client === undefined ? undefined : blockedClients.get(client);
+  if (client === undefined) return checkWithGuard(env, check, UNKNOWN_CLIENT, verify, refuse);
+  const blockedUntil = blockedClients.get(client);
   if (blockedUntil !== undefined) throw await refuse(secondsUntil(blockedUntil));
+  const inFlight = checksInFlight.get(client) ?? 0;
+  if (inFlight >= CHECKS_IN_FLIGHT_PER_ADDRESS) throw await refuse(1);
+  checksInFlight.set(client, inFlight + 1);
+  try {
+    const verified = await checkWithGuard(env, check, client, verify, refuse);
+    if (!verified) await countClientFailure(env, client);
+    return verified;
+  } finally {
+    const left = (checksInFlight.get(client) ?? 1) - 1;
+    if (left > 0) checksInFlight.set(client, left);
+    else checksInFlight.delete(client);
+  }
+}
 
+async function checkWithGuard(
+  env: Env, check: CredentialCheck, clientKey: string, verify: () => Promise<boolean>, refuse: (retryAfterS: number) => Promise<ApiError>,
+): Promise<boolean> {
   const guard = credentialGuard(env, check.kind, check.id);
-  const clientKey = client ?? UNKNOWN_CLIENT;
   const reservation = await guard.reserve(clientKey);
   if (!reservation.allowed) throw await refuse(reservation.retryAfterS);
   // Should `verify` throw (D1 unavailable), the reservation simply expires: that was no failure.
   const verified = await verify();
   await guard.settle(reservation.ticket, clientKey, verified);
-  if (!verified) await countClientFailure(env, client);
   return verified;
 }
 
