@@ -24,6 +24,7 @@ import {
 import { D1Outbox, OUTBOX_FLUSH_MS, OUTBOX_SCHEMA } from "./outbox";
 import { COMMANDS_SCHEMA, CommandQueue } from "./commands";
 import { JOBS_SCHEMA, JobRunner } from "./jobs";
+import { ENROLMENT_QUOTA_SCHEMA, EnrolmentQuota } from "./enrolment-quota";
 import type { TimedPart } from "./timed-part";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
@@ -55,6 +56,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   protected readonly jobs: JobRunner;
   protected readonly agents: Agents;
   protected readonly agentRuntime: AgentRuntime;
+  protected readonly enrolments: EnrolmentQuota;
   private readonly sse = new SseChannel();
   private readonly subscriptionLimits: SubscriptionLimits;
   private siteIdValue: string | undefined;
@@ -67,7 +69,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.database = env.DB;
     this.subscriptionLimits = config.live;
     this.sql = ctx.storage.sql;
-    this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA);
+    this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA + ENROLMENT_QUOTA_SCHEMA);
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     migratePresence(this.sql);
     this.siteIdValue = this.meta("site_id");
@@ -79,6 +81,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.presence = new Presence(this.sql);
     this.metrics = new MetricsStore(this.sql, config.metrics);
     this.credentials = new DeviceCredentials(d1, siteId);
+    this.enrolments = new EnrolmentQuota(this.sql);
     this.outbox = new D1Outbox(this.sql, d1, siteId, now);
     this.agents = new Agents(this.sql, config.agentFailureRate);
     this.agentRuntime = new AgentRuntime(this.sql, {
@@ -204,6 +207,20 @@ export class SiteHub extends DurableObject<HubBindings> {
   async storedSampleCount(siteId: string, deviceId: string): Promise<number> {
     this.bind(siteId);
     return this.metrics.storedCount(deviceId);
+  }
+
+  // ---- enrolment (enrolment-quota.ts) ----------------------------------------------------------
+
+  /** One of the site's `perHour` bootstrap enrolments for the rolling hour, or 429 with Retry-After. */
+  async takeEnrolmentSlot(siteId: string, perHour: number): Promise<Outcome<{ slot: string }>> {
+    this.bind(siteId);
+    return this.enrolments.take(perHour, this.now());
+  }
+
+  /** The enrolment that took `slot` failed: the slot is free again. */
+  async giveBackEnrolmentSlot(siteId: string, slot: string): Promise<void> {
+    this.bind(siteId);
+    this.enrolments.give(slot);
   }
 
   /** A device left the site's live state (suspended, retired or deleted). */

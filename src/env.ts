@@ -3,13 +3,20 @@ import type * as schema from "./db/schema";
 import type { Config, HubBindings } from "./shared/config";
 import type { Role } from "./shared/vocabulary";
 import type { SiteHub } from "../durable-objects/site-hub";
+import type { CredentialGuard } from "../durable-objects/credential-guard";
 
 /**
  * The Worker's bindings: the database and variables the hubs get too (see src/shared/config.ts for
- * every variable), plus the hubs' namespace, the static assets and the optional request-log sink.
+ * every variable), plus the hubs' namespace, the credential guards and rate limiters (see
+ * docs/security.md), the static assets and the optional request-log sink.
  */
 export interface Env extends HubBindings {
   SITE_HUB: DurableObjectNamespace<SiteHub>;
+  CREDENTIAL_GUARD: DurableObjectNamespace<CredentialGuard>;
+  /** Counts failed credential checks per client address (Workers Rate Limiting). */
+  CREDENTIAL_FAILURE_LIMITER: RateLimit;
+  /** Counts signups per client address (Workers Rate Limiting). */
+  SIGNUP_LIMITER: RateLimit;
   ASSETS?: Fetcher;
   REQUEST_LOG_AE?: AnalyticsEngineDataset;
 }
@@ -27,12 +34,14 @@ export interface AuthUser {
   isAdmin: boolean;
 }
 
-/** Who a device call claims to be: its id, its site, and its key (and the key's SHA-256). */
+/** Who a device call claims to be: its id, its site, and its key (and the key's SHA-256), and where it comes from. */
 export interface DeviceCredential {
   deviceId: string;
   siteId: string;
   keyDigest: string;
   apiKey: string;
+  /** The caller's address as the throttles key it (see clientAddressOf); undefined when none was given. */
+  client?: string;
 }
 
 export interface AuthDevice {

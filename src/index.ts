@@ -3,6 +3,7 @@ import type { Env } from "./env";
 import { runScheduled } from "./scheduled";
 
 export { SiteHub } from "../durable-objects/site-hub";
+export { CredentialGuard } from "../durable-objects/credential-guard";
 
 const app = createApp();
 

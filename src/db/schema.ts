@@ -176,9 +176,9 @@ export const enrolmentIntents = sqliteTable("enrolment_intents", {
   index("enrolment_intents_status_expiry_idx").on(t.status, t.expiresAt),
 ]);
 
-// Failed enrolment claims per intent id in a fixed window: a rate limit, so a claim token cannot be
-// guessed by trying. Keyed by the id as sent, whether or not such an intent exists, so a 429 reveals
-// nothing either.
+// No longer written or read: failed claims are now counted by the intent's CredentialGuard (see
+// docs/security.md, "Credential throttling"). The table stays declared so the schema keeps matching
+// the database; dropping it would need a migration for no gain.
 export const enrolmentClaimFailures = sqliteTable("enrolment_claim_failures", {
   intentId: text("intent_id").primaryKey(),
   windowStartedAt: text("window_started_at").notNull(),

@@ -59,6 +59,15 @@ export class SiteHubClient {
     return parse(contract.TelemetryReplySchema, await this.stub.telemetry(this.siteId, keyDigest, deviceId, samples));
   }
 
+  /** A slot in the site's hourly bootstrap enrolment quota; 429 with Retry-After when it is used up. */
+  async takeEnrolmentSlot(perHour: number) {
+    return unwrap(parse(contract.outcomeOf(contract.EnrolmentSlotSchema), await this.stub.takeEnrolmentSlot(this.siteId, perHour)));
+  }
+
+  async giveBackEnrolmentSlot(slot: string) {
+    await this.stub.giveBackEnrolmentSlot(this.siteId, slot);
+  }
+
   /** A device left the site's live state (suspended, retired or deleted). */
   async forgetDevice(deviceId: string) {
     await this.stub.forgetDevice(this.siteId, deviceId);

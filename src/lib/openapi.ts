@@ -5,6 +5,7 @@ import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "
 import { requireAccess, type AccessRule } from "../middleware/access";
 import { strictJsonBody } from "../middleware/json-body";
 import { ApiError, type ValidationIssue } from "./errors";
+import { FAILURES_PER_CLIENT, FAILURES_PER_CREDENTIAL, GUARD_WINDOW_MS } from "../shared/guard-contract";
 
 export const ErrorSchema = z
   .object({
@@ -47,11 +48,19 @@ const STANDARD_ERRORS = {
   409: "Conflicts with the current state",
   413: "Request body too large",
   422: "Validation failed: detail lists each problem with its location",
-  429: "Rate limited",
+  429: "Rate limited: Retry-After says how many seconds to wait",
   503: "Temporarily unavailable",
 } as const;
 
 type ErrorCode = keyof typeof STANDARD_ERRORS;
+
+/** How failed credential checks are throttled, for the descriptions of the routes that check one. */
+export const THROTTLING_DESCRIPTION =
+  `after ${FAILURES_PER_CLIENT} failures from one client address within ${GUARD_WINDOW_MS / 60_000} minutes, or once ` +
+  `${FAILURES_PER_CREDENTIAL} failures from all addresses have piled up while the caller's address is one of the ` +
+  "failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own " +
+  "still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often " +
+  "on any credential is refused for a few minutes.";
 
 type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
   auth: AuthMode;
@@ -78,6 +87,8 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
     codes.add(403);
     codes.add(404);
   }
+  // A device key that would cost a bcrypt is throttled (src/services/credential-throttle.ts).
+  if (auth === "device" || auth === "device-in-hub") codes.add(429);
   if (route.request?.body || route.request?.query || route.request?.params) codes.add(422);
   if (route.request?.body) {
     codes.add(400);

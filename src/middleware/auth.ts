@@ -1,10 +1,12 @@
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
+import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "../env";
-import { forbidden, unauthorized } from "../lib/errors";
+import { ApiError, forbidden, unauthorized } from "../lib/errors";
 import { verifyAccessToken } from "../services/tokens";
 import { findActiveUserById } from "../services/users";
-import { authenticateDevice, identifyDevice } from "../services/device-auth";
+import { admitCredential, authenticateDevice, identifyDevice } from "../services/device-auth";
+import { clientAddressOf } from "../services/credential-throttle";
 import { recordAudit } from "../services/audit";
 
 export const ACCESS_TOKEN_COOKIE = "access_token";
@@ -46,7 +48,8 @@ export const requireAdmin = createMiddleware<AppEnv>(async (c, next) => {
 
 export const requireDevice = createMiddleware<AppEnv>(async (c, next) => {
   const started = performance.now();
-  const { device, usedBcrypt } = await authenticateDevice(c.env, c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"));
+  const { device, usedBcrypt } = await authenticateDevice(
+    c.env, c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"), clientAddressOf(c.req.header("CF-Connecting-IP")));
   c.set("device", device);
   // Tells operators (and the benchmark) whether the key check hit the verified-key cache.
   c.header("Server-Timing", deviceAuthTiming(usedBcrypt, started));
@@ -58,11 +61,23 @@ export const requireDevice = createMiddleware<AppEnv>(async (c, next) => {
  * the credential only, and the handler passes it to a hub method that admits the key before doing
  * anything (`admitThroughHub`), which saves a round trip on the hottest paths. Such a handler has
  * `c.var.deviceCredential` and never `c.var.device`, so it cannot act without that admission.
+ *
+ * The request's body is validated after this middleware and before the handler, so a body the
+ * validators refuse never reached the hub: the key is admitted then, and a wrong key answers the
+ * same 401 as an unknown device, whatever the body. Only a caller with the right key learns that its
+ * body was wrong.
  */
 export const identifyDeviceForHub = createMiddleware<AppEnv>(async (c, next) => {
-  c.set("deviceCredential", await identifyDevice(c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key")));
+  const credential = await identifyDevice(
+    c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"), clientAddressOf(c.req.header("CF-Connecting-IP")));
+  c.set("deviceCredential", credential);
   await next();
+  if (c.error && isRefusedRequest(c.error)) await admitCredential(c.env, credential);
 });
+
+/** What the validators answer: unreadable (400), unsupported media type (415), invalid (422). */
+const isRefusedRequest = (error: Error) =>
+  (error instanceof ApiError || error instanceof HTTPException) && [400, 415, 422].includes(error.status);
 
 export const deviceAuthTiming = (usedBcrypt: boolean, started: number) =>
   `device-auth;dur=${(performance.now() - started).toFixed(1)};desc="${usedBcrypt ? "bcrypt" : "cached"}"`;

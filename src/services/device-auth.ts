@@ -5,16 +5,40 @@ import { ApiError, forbidden } from "../lib/errors";
 import { sameDigest, sha256Hex } from "../shared/ids";
 import { siteHub } from "../hub/client";
 import { verifySecret } from "./passwords";
+import { secondsUntil, throttled, verifyThrottled, type CredentialCheck } from "./credential-throttle";
+import { ExpiringMap } from "../lib/expiring-map";
+import { UNKNOWN_CLIENT } from "../shared/guard-contract";
 import type { Admission, NotAdmitted } from "../shared/hub-contract";
 
 /** One body for every credential failure, so a caller learns nothing about which part was wrong. */
 export const DEVICE_AUTH_FAILED = "Invalid device credentials";
-const deviceUnauthorized = () => new ApiError(401, DEVICE_AUTH_FAILED);
+export const DEVICE_AUTH_THROTTLED = "Too many failed device authentications; try again later";
+/** Device responses say whether their key check cost a bcrypt (see deviceAuthTiming). */
+const timing = (desc: "bcrypt" | "throttled") => ({ "Server-Timing": `device-auth;desc="${desc}"` });
+const deviceUnauthorized = (headers: Record<string, string> = {}) => new ApiError(401, DEVICE_AUTH_FAILED, headers);
 
 const MAX_REMEMBERED = 50_000;
 
 /** Per isolate: which site a device belongs to. A device never changes site, so this never goes stale. */
 const deviceSites = new Map<string, string>();
+
+/**
+ * Per isolate: device ids D1 did not know a moment ago, so a flood of made-up ids costs no D1 read
+ * each. Short-lived, because a device registered by another isolate is unknown here until the entry
+ * expires; one registered by this isolate is admitted at once (`deviceCreated`).
+ */
+export const UNKNOWN_DEVICE_TTL_MS = 30_000;
+const unknownDevices = new ExpiringMap<true>(MAX_REMEMBERED);
+
+/**
+ * Per isolate: (device, client address) pairs the throttles refused a moment ago, with the moment
+ * they may try again. A repeat is refused before its hub call, so a flood of wrong keys costs the
+ * Worker next to nothing. Remembered at most a minute, so that a device whose key was replaced
+ * through another isolate is not held back here for long.
+ */
+const REFUSAL_MEMORY_MS = 60_000;
+const refusedDevices = new ExpiringMap<number>(MAX_REMEMBERED);
+const refusalKey = (deviceId: string, client: string | undefined) => `${deviceId}\n${client ?? UNKNOWN_CLIENT}`;
 
 /**
  * Per isolate: keys this isolate issued (registration, rotation, claim) with the hash it stored, so
@@ -33,23 +57,34 @@ export async function rememberIssuedKey(deviceId: string, apiKey: string, bcrypt
   remember(issuedKeys, deviceId, { keyDigest: await sha256Hex(apiKey), bcryptHash });
 }
 
+/** A device this isolate just created (registration, provisioning, claim) is known here from now on. */
+export function deviceCreated(deviceId: string, siteId: string) {
+  unknownDevices.delete(deviceId);
+  remember(deviceSites, deviceId, siteId);
+}
+
 async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefined> {
   const known = deviceSites.get(deviceId);
   if (known) return known;
+  if (unknownDevices.has(deviceId)) return undefined;
   const row = await db.select({ siteId: devices.siteId }).from(devices).where(eq(devices.deviceId, deviceId)).get();
   if (row) remember(deviceSites, deviceId, row.siteId);
+  else unknownDevices.set(deviceId, true, Date.now() + UNKNOWN_DEVICE_TTL_MS);
   return row?.siteId;
 }
 
 const isNotAdmitted = <T>(value: T | NotAdmitted): value is NotAdmitted =>
   typeof value === "object" && value !== null && "notAdmitted" in value;
 
-/** Resolves the headers to a credential; unknown devices and malformed headers are 401 here. */
-export async function identifyDevice(db: Db, deviceId: string | undefined, apiKey: string | undefined): Promise<DeviceCredential> {
+/**
+ * Resolves the headers to a credential; unknown devices and malformed headers are 401 here. `client`
+ * is the caller's address (clientAddressOf), which throttles a key that would cost a bcrypt.
+ */
+export async function identifyDevice(db: Db, deviceId: string | undefined, apiKey: string | undefined, client?: string): Promise<DeviceCredential> {
   if (!deviceId || !apiKey || deviceId.length > 128 || apiKey.length > 256) throw deviceUnauthorized();
   const siteId = await siteOfDevice(db, deviceId);
   if (!siteId) throw deviceUnauthorized();
-  return { deviceId, siteId, keyDigest: await sha256Hex(apiKey), apiKey };
+  return { deviceId, siteId, keyDigest: await sha256Hex(apiKey), apiKey, client };
 }
 
 /**
@@ -57,25 +92,33 @@ export async function identifyDevice(db: Db, deviceId: string | undefined, apiKe
  * `call` is a hub method that admits the key digest before it does anything: in the steady state
  * that one round trip is the whole cost of authentication — no D1 read, no bcrypt. Only a key the
  * hub has not seen pass against the current hash costs a bcrypt here, after which the hub remembers
- * it and the call is made again. Rotation and suspension go through the same hub, so they apply to
- * the very next call from any isolate.
+ * it and the call is made again. That bcrypt is throttled (verifyThrottled): a caller that keeps
+ * presenting wrong keys gets 429 without one. Rotation and suspension go through the same hub, so
+ * they apply to the very next call from any isolate.
  */
 export async function admitThroughHub<T>(
   env: Env,
   credential: DeviceCredential,
   call: (keyDigest: string) => Promise<T | NotAdmitted>,
 ): Promise<{ value: T; usedBcrypt: boolean }> {
-  const first = await call(credential.keyDigest);
+  const { deviceId, siteId, keyDigest, apiKey, client } = credential;
+  const throttling: Omit<CredentialCheck, "onRefused"> = {
+    kind: "device", id: deviceId, client, refusal: DEVICE_AUTH_THROTTLED, headers: timing("throttled"),
+  };
+  const refusedUntil = refusedDevices.get(refusalKey(deviceId, client));
+  if (refusedUntil !== undefined) throw await throttled(throttling, secondsUntil(refusedUntil));
+  const first = await call(keyDigest);
   if (!isNotAdmitted(first)) return { value: first, usedBcrypt: false };
   let admission: Admission = first.notAdmitted;
   let usedBcrypt = false;
   if (admission.result === "verify") {
-    const { deviceId, siteId, keyDigest, apiKey } = credential;
+    const { bcryptHash } = admission;
     const issued = issuedKeys.get(deviceId);
-    const known = issued !== undefined && issued.bcryptHash === admission.bcryptHash && sameDigest(issued.keyDigest, keyDigest);
+    const known = issued !== undefined && issued.bcryptHash === bcryptHash && sameDigest(issued.keyDigest, keyDigest);
     if (!known) {
       usedBcrypt = true;
-      if (!(await verifySecret(apiKey, admission.bcryptHash))) throw deviceUnauthorized();
+      const onRefused = (until: number) => refusedDevices.set(refusalKey(deviceId, client), until, Math.min(until, Date.now() + REFUSAL_MEMORY_MS));
+      if (!(await verifyThrottled(env, { ...throttling, onRefused }, () => verifySecret(apiKey, bcryptHash)))) throw deviceUnauthorized(timing("bcrypt"));
     }
     admission = await siteHub(env, siteId).confirmDeviceKey(deviceId, keyDigest, admission.bcryptHash);
   }
@@ -95,18 +138,25 @@ export async function authenticateDevice(
   db: Db,
   deviceId: string | undefined,
   apiKey: string | undefined,
+  client?: string,
 ): Promise<{ device: AuthDevice; usedBcrypt: boolean }> {
-  const credential = await identifyDevice(db, deviceId, apiKey);
+  const credential = await identifyDevice(db, deviceId, apiKey, client);
+  const { usedBcrypt } = await admitCredential(env, credential);
+  return { device: { deviceId: credential.deviceId, siteId: credential.siteId }, usedBcrypt };
+}
+
+/** Admits a resolved credential with one hub call of its own (401, 403 or 429 when it is not admitted). */
+export function admitCredential(env: Env, credential: DeviceCredential) {
   const hub = siteHub(env, credential.siteId);
-  const { usedBcrypt } = await admitThroughHub(env, credential, async (digest) => {
+  return admitThroughHub(env, credential, async (digest) => {
     const admission = await hub.admitDevice(credential.deviceId, digest);
     return admission.result === "ok" ? admission : { notAdmitted: admission };
   });
-  return { device: { deviceId: credential.deviceId, siteId: credential.siteId }, usedBcrypt };
 }
 
 /** After a key rotation, a lifecycle change or new settings in D1: the hub re-reads the device. */
 export async function deviceChanged(env: Env, siteId: string, deviceId: string) {
   issuedKeys.delete(deviceId);
+  refusedDevices.deleteWhere((key) => key.startsWith(`${deviceId}\n`));
   await siteHub(env, siteId).deviceChanged(deviceId);
 }

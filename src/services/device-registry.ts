@@ -5,7 +5,7 @@ import { conflict, isUniqueViolation } from "../lib/errors";
 import { newDeviceId, newUuid, randomToken } from "../shared/ids";
 import { auditRow } from "../shared/audit-row";
 import { hashSecret } from "./passwords";
-import { rememberIssuedKey } from "./device-auth";
+import { deviceCreated, rememberIssuedKey } from "./device-auth";
 
 export type EnrollmentMethod = "manual" | "self-enrolled" | "pre-provisioned" | "provisioned";
 
@@ -107,6 +107,7 @@ export async function registerDevice(db: Db, input: DeviceRegistrationInput, req
     if (isUniqueViolation(error)) throw conflict(`Device with ID '${prepared.deviceId}' already exists`);
     throw error;
   }
+  deviceCreated(prepared.deviceId, prepared.device.siteId);
   if (prepared.apiKey) await rememberIssuedKey(prepared.deviceId, prepared.apiKey, prepared.device.apiKeyHash!);
   return prepared;
 }

@@ -2,7 +2,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { auditLogs, devices, lifecycleEpochs, siteBootstrapKeys } from "../db/schema";
 import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/errors";
-import { randomToken } from "../shared/ids";
+import { randomToken, sameDigest, sha256Hex } from "../shared/ids";
 import { recordAudit } from "./audit";
 import { auditRow } from "../shared/audit-row";
 import { accessibleSiteIds, findSite } from "./access";
@@ -10,6 +10,7 @@ import { deviceChanged, rememberIssuedKey } from "./device-auth";
 import { siteHub } from "../hub/client";
 import { hashSecret, verifySecret } from "./passwords";
 import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from "./device-registry";
+import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
 
 export type DeviceRow = typeof devices.$inferSelect;
 
@@ -87,6 +88,7 @@ export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: 
     })),
   ]);
   await deviceChanged(env, device.siteId, device.deviceId);
+  await credentialReplaced(env, "device", device.deviceId);
   await rememberIssuedKey(device.deviceId, apiKey, apiKeyHash);
   return { apiKey, rotatedAt };
 }
@@ -139,7 +141,7 @@ export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) 
 
 // ---- bootstrap keys -------------------------------------------------------------------------
 
-export async function createBootstrapKey(db: Db, user: AuthUser, siteId: string, request?: Request) {
+export async function createBootstrapKey(env: Env, db: Db, user: AuthUser, siteId: string, request?: Request) {
   const bootstrapKey = `bk_${randomToken(32)}`;
   const keyHash = await hashSecret(bootstrapKey);
   const now = new Date().toISOString();
@@ -148,6 +150,7 @@ export async function createBootstrapKey(db: Db, user: AuthUser, siteId: string,
     db.insert(siteBootstrapKeys).values({ siteId, keyHash, createdBy: user.id, createdAt: now }).returning(),
     db.insert(auditLogs).values(auditRow({ eventType: "bootstrap_key_created", description: `Bootstrap key for ${siteId} created (previous key revoked)`, userId: user.id, siteId, request })),
   ]);
+  await credentialReplaced(env, "bootstrap", siteId);
   return { bootstrapKey, createdAt: row.createdAt };
 }
 
@@ -161,6 +164,7 @@ export async function revokeBootstrapKey(db: Db, user: AuthUser, siteId: string,
 }
 
 const BOOTSTRAP_FAILED = "Invalid site or bootstrap key";
+const BOOTSTRAP_THROTTLED = "Too many failed bootstrap enrolments for this site; try again later";
 
 export interface BootstrapProvisionInput {
   site_id: string;
@@ -170,22 +174,56 @@ export interface BootstrapProvisionInput {
   os_details?: string;
 }
 
-/** A device enrols itself with the site's bootstrap key: the key is its only credential. */
-export async function bootstrapProvision(db: Db, input: BootstrapProvisionInput, request?: Request) {
+/**
+ * Per isolate: the bootstrap key that last passed bcrypt for a site (its SHA-256, and the hash it
+ * matched), so a store enrolling its tills with one key costs one bcrypt, not one per till.
+ */
+const verifiedBootstrapKeys = new Map<string, { keyHash: string; keyDigest: string }>();
+const MAX_VERIFIED_BOOTSTRAP_KEYS = 10_000;
+
+async function bootstrapKeyMatches(db: Db, siteId: string, bootstrapKey: string): Promise<boolean> {
   const active = await db.select().from(siteBootstrapKeys)
-    .where(and(eq(siteBootstrapKeys.siteId, input.site_id), sql`${siteBootstrapKeys.revokedAt} IS NULL`))
+    .where(and(eq(siteBootstrapKeys.siteId, siteId), sql`${siteBootstrapKeys.revokedAt} IS NULL`))
     .orderBy(desc(siteBootstrapKeys.createdAt)).get();
-  if (!active || !(await verifySecret(input.bootstrap_key, active.keyHash))) throw unauthorized(BOOTSTRAP_FAILED);
-  if (await deviceNameTaken(db, input.site_id, input.device_name)) {
-    throw conflict(`A device named '${input.device_name}' already exists in site ${input.site_id}`);
+  if (!active) return false;
+  const keyDigest = await sha256Hex(bootstrapKey);
+  const known = verifiedBootstrapKeys.get(siteId);
+  if (known && known.keyHash === active.keyHash && sameDigest(known.keyDigest, keyDigest)) return true;
+  if (!(await verifySecret(bootstrapKey, active.keyHash))) return false;
+  verifiedBootstrapKeys.delete(siteId);
+  if (verifiedBootstrapKeys.size >= MAX_VERIFIED_BOOTSTRAP_KEYS) verifiedBootstrapKeys.delete(verifiedBootstrapKeys.keys().next().value!);
+  verifiedBootstrapKeys.set(siteId, { keyHash: active.keyHash, keyDigest });
+  return true;
+}
+
+/**
+ * A device enrols itself with the site's bootstrap key: the key is its only credential. The key
+ * check is throttled per site and client address (verifyThrottled) before any read or bcrypt; a
+ * site without an active key fails the same way as a wrong key, only faster (docs/security.md says
+ * why that is acceptable). A verified key then takes one of the site's hourly enrolment slots
+ * (`perHour`, from BOOTSTRAP_ENROLMENTS_PER_HOUR), which its hub hands out atomically.
+ */
+export async function bootstrapProvision(env: Env, db: Db, input: BootstrapProvisionInput, perHour: number, request?: Request) {
+  const siteId = input.site_id;
+  const check = { kind: "bootstrap" as const, id: siteId, client: clientOfRequest(request), refusal: BOOTSTRAP_THROTTLED };
+  if (!(await verifyThrottled(env, check, () => bootstrapKeyMatches(db, siteId, input.bootstrap_key)))) throw unauthorized(BOOTSTRAP_FAILED);
+  const hub = siteHub(env, siteId);
+  const { slot } = await hub.takeEnrolmentSlot(perHour);
+  try {
+    if (await deviceNameTaken(db, siteId, input.device_name)) {
+      throw conflict(`A device named '${input.device_name}' already exists in site ${siteId}`);
+    }
+    return await registerDevice(db, {
+      siteId,
+      name: input.device_name,
+      deviceType: input.device_type,
+      osDetails: input.os_details,
+      enrollmentMethod: "self-enrolled",
+    }, request);
+  } catch (error) {
+    await hub.giveBackEnrolmentSlot(slot);
+    throw error;
   }
-  return registerDevice(db, {
-    siteId: input.site_id,
-    name: input.device_name,
-    deviceType: input.device_type,
-    osDetails: input.os_details,
-    enrollmentMethod: "self-enrolled",
-  }, request);
 }
 
 /** Operator-authenticated provisioning (setup wizard): the operator's token vouches for the device. */

@@ -1,12 +1,13 @@
-import { and, desc, eq, getTableColumns, inArray, is, lt, lte, sql, SQL } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, inArray, is, lte, sql, SQL } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db, Env } from "../env";
-import { auditLogs, devices, enrolmentClaimFailures, enrolmentIntents, lifecycleEpochs } from "../db/schema";
-import { badRequest, conflict, notFound, tooManyRequests, unprocessable, isUniqueViolation } from "../lib/errors";
+import { auditLogs, devices, enrolmentIntents, lifecycleEpochs } from "../db/schema";
+import { badRequest, conflict, notFound, unprocessable, isUniqueViolation } from "../lib/errors";
 import { newUuid, randomToken, sha256Hex } from "../shared/ids";
 import { auditRow, type AuditInput } from "../shared/audit-row";
 import { deviceNameTaken, prepareRegistration } from "./device-registry";
-import { rememberIssuedKey } from "./device-auth";
+import { deviceCreated, rememberIssuedKey } from "./device-auth";
+import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
 import { publishSiteEvent } from "./live";
 import { decoyVerify, hashSecret, verifySecret } from "./passwords";
 
@@ -27,9 +28,7 @@ export type IntentRow = typeof enrolmentIntents.$inferSelect;
 export const DEFAULT_EXPIRES_IN_HOURS = 48;
 export const MAX_EXPIRES_IN_HOURS = 8760;
 
-/** Failed claims allowed per intent id in one window before 429. */
-export const CLAIM_FAILURE_LIMIT = 10;
-export const CLAIM_FAILURE_WINDOW_MS = 10 * 60_000;
+export const CLAIM_THROTTLED = "Too many failed claim attempts for this enrolment intent; try again later";
 
 /** The one answer for an unknown intent and a wrong token, so neither reveals whether the intent exists. */
 export const INVALID_CLAIM = "Invalid enrolment intent or claim token";
@@ -242,11 +241,9 @@ export async function expireDueIntents(env: Env, db: Db, now: Date, only?: { int
   return expired;
 }
 
-/** The cron step: expire due intents and forget claim-failure windows that are over. */
+/** The cron step: expire due intents. */
 export async function runIntentMaintenance(env: Env, db: Db, now: Date) {
   const expired = await expireDueIntents(env, db, now);
-  await db.delete(enrolmentClaimFailures)
-    .where(lt(enrolmentClaimFailures.windowStartedAt, new Date(now.getTime() - CLAIM_FAILURE_WINDOW_MS).toISOString()));
   return { expired: expired.length };
 }
 
@@ -359,6 +356,7 @@ export async function regenerateIntentToken(env: Env, db: Db, siteId: string, in
     refuse: (status) => `Only pending or approved intents can get a new claim token; it is ${status}`,
     metadata: { token_regenerated: true },
   }, actor, now);
+  await credentialReplaced(env, "intent", intentId);
   return { intent, claimToken };
 }
 
@@ -379,47 +377,17 @@ export interface ClaimResult {
   intent: IntentRow;
 }
 
-/** 429 while this intent id has used up its failed attempts in the current window. */
-async function assertClaimAllowed(db: Db, intentId: string, now: Date) {
-  const row = await db.select().from(enrolmentClaimFailures).where(eq(enrolmentClaimFailures.intentId, intentId)).get();
-  if (!row || row.failures < CLAIM_FAILURE_LIMIT) return;
-  const windowEnds = Date.parse(row.windowStartedAt) + CLAIM_FAILURE_WINDOW_MS;
-  if (windowEnds <= now.getTime()) return;
-  throw tooManyRequests("Too many failed claim attempts for this enrolment intent; try again later",
-    Math.max(1, Math.ceil((windowEnds - now.getTime()) / 1000)));
-}
-
-/**
- * Counts a failed claim against the intent id (a fixed window that starts at the first failure),
- * with an audit event when the intent exists — its site's operators should see attempts on it.
- */
-async function recordClaimFailure(db: Db, intentId: string, now: Date, reason: string, intent?: IntentRow, request?: Request) {
-  const nowIso = now.toISOString();
-  const windowStart = new Date(now.getTime() - CLAIM_FAILURE_WINDOW_MS).toISOString();
-  const windowOver = sql`${enrolmentClaimFailures.windowStartedAt} <= ${windowStart}`;
-  const upsert = db.insert(enrolmentClaimFailures).values({ intentId, windowStartedAt: nowIso, failures: 1 }).onConflictDoUpdate({
-    target: enrolmentClaimFailures.intentId,
-    set: {
-      failures: sql`case when ${windowOver} then 1 else ${enrolmentClaimFailures.failures} + 1 end`,
-      windowStartedAt: sql`case when ${windowOver} then ${nowIso} else ${enrolmentClaimFailures.windowStartedAt} end`,
-    },
-  });
-  if (!intent) {
-    await upsert;
-    return;
-  }
-  await db.batch([
-    upsert,
-    db.insert(auditLogs).values(auditRow({
-      eventType: "enrolment_claim_failed",
-      category: "security_events",
-      severity: "warning",
-      description: `Failed claim of enrolment intent ${intentId}: ${reason}`,
-      siteId: intent.siteId,
-      metadata: { intent_id: intentId, reason, status: intent.status },
-      request,
-    })),
-  ]);
+/** A failed claim of an existing intent is audited for its site: its operators should see attempts on it. */
+async function auditClaimFailure(db: Db, intent: IntentRow, reason: string, request?: Request) {
+  await db.insert(auditLogs).values(auditRow({
+    eventType: "enrolment_claim_failed",
+    category: "security_events",
+    severity: "warning",
+    description: `Failed claim of enrolment intent ${intent.intentId}: ${reason}`,
+    siteId: intent.siteId,
+    metadata: { intent_id: intent.intentId, reason, status: intent.status },
+    request,
+  }));
 }
 
 /** Why a token holder cannot claim this intent now; undefined when it is claimable. */
@@ -441,7 +409,9 @@ function claimRefusal(row: IntentRow, input: ClaimInput, now: Date): string | un
 /**
  * Claims an intent (no user auth: the token is the credential).
  *
- * 1. Rate limit by intent id (persisted in D1, so every isolate sees the same count).
+ * 1. Throttle by intent id and client address before anything else (verifyThrottled; the intent's
+ *    CredentialGuard counts failures whether or not the intent exists, so a 429 says nothing about
+ *    existence, and a client that has not failed on it can still claim it).
  * 2. bcrypt-verify the token against the stored hash (a decoy hash when the intent does not exist, so
  *    both cost the same); either failure is the same 400.
  * 3. Only now, to a token holder, say why the intent cannot be claimed (status, expiry, identity).
@@ -453,17 +423,18 @@ function claimRefusal(row: IntentRow, input: ClaimInput, now: Date): string | un
  *    UPDATE; the others insert nothing.
  */
 export async function claimIntent(env: Env, db: Db, intentId: string, input: ClaimInput, request?: Request, now = new Date()): Promise<ClaimResult> {
-  await assertClaimAllowed(db, intentId, now);
-
-  const row = await db.select().from(enrolmentIntents).where(eq(enrolmentIntents.intentId, intentId)).get();
-  const tokenOk = row ? await verifySecret(input.claimToken, row.claimTokenHash) : await decoyVerify(input.claimToken);
+  let row: IntentRow | undefined;
+  const tokenOk = await verifyThrottled(env, { kind: "intent", id: intentId, client: clientOfRequest(request), refusal: CLAIM_THROTTLED }, async () => {
+    row = await db.select().from(enrolmentIntents).where(eq(enrolmentIntents.intentId, intentId)).get();
+    return row ? verifySecret(input.claimToken, row.claimTokenHash) : decoyVerify(input.claimToken);
+  });
   if (!row || !tokenOk) {
-    await recordClaimFailure(db, intentId, now, "invalid_token", row, request);
+    if (row) await auditClaimFailure(db, row, "invalid_token", request);
     throw badRequest(INVALID_CLAIM);
   }
 
   const fail = async (current: IntentRow, reason: string): Promise<never> => {
-    await recordClaimFailure(db, intentId, now, reason, current, request);
+    await auditClaimFailure(db, current, reason, request);
     throw badRequest(reason);
   };
 
@@ -529,7 +500,8 @@ export async function claimIntent(env: Env, db: Db, intentId: string, input: Cla
     if (!current || current.claimTokenHash !== row.claimTokenHash) return fail(current ?? row, INVALID_CLAIM);
     return fail(current, claimRefusal(await currentState(env, db, current, now), input, now) ?? "Enrolment intent changed during the claim; try again");
   }
-  // Like every other key issue: this isolate trusts the new key without a first bcrypt check.
+  // Like every other key issue: this isolate knows the device and trusts its key without a first bcrypt check.
+  deviceCreated(prepared.deviceId, intent.siteId);
   await rememberIssuedKey(prepared.deviceId, prepared.apiKey!, prepared.device.apiKeyHash!);
   await publishIntent(env, intent, "approved");
   return { apiKey: prepared.apiKey!, deviceId: prepared.deviceId, epochId: prepared.epochId, siteId: intent.siteId, intent };

@@ -19,6 +19,7 @@ export interface Vars {
   METRICS_ERROR_RATE_DELTA?: string;
   METRICS_RETENTION_DAYS?: string;
   AGENT_FAILURE_RATE?: string;
+  BOOTSTRAP_ENROLMENTS_PER_HOUR?: string;
   OIDC_ISSUER?: string;
   OIDC_CLIENT_ID?: string;
   OIDC_CLIENT_SECRET?: string;
@@ -65,6 +66,10 @@ export interface Config {
   metrics: MetricsPolicy;
   /** Share of simulated agent updates that fail (0–1). */
   agentFailureRate: number;
+  enrolment: {
+    /** Devices one site may enrol with its bootstrap key in any rolling hour. */
+    bootstrapPerHour: number;
+  };
   oidc: { issuer?: string; clientId?: string; clientSecret?: string; redirectUri?: string; frontendUrl?: string };
   /** Origins besides the service's own that browsers may call from (exact `scheme://host[:port]`). */
   corsOrigins: string[];
@@ -118,6 +123,13 @@ function parseOrigins(value: string | undefined): string[] {
   return [...origins];
 }
 
+/** A whole number ≥ 1; anything else is the fallback. */
+function count(value: string | undefined, fallback: number): number {
+  if (value === undefined || value.trim() === "") return fallback;
+  const n = Number(value);
+  return Number.isSafeInteger(n) && n >= 1 ? n : fallback;
+}
+
 function share(value: string | undefined, fallback: number): number {
   if (value === undefined || value.trim() === "") return fallback;
   const n = Number(value);
@@ -152,6 +164,7 @@ export function readConfig(vars: Vars): Config {
       retentionDays: positive(vars.METRICS_RETENTION_DAYS, 90),
     },
     agentFailureRate: share(vars.AGENT_FAILURE_RATE, 0.05),
+    enrolment: { bootstrapPerHour: count(vars.BOOTSTRAP_ENROLMENTS_PER_HOUR, 100) },
     oidc: {
       issuer: vars.OIDC_ISSUER,
       clientId: vars.OIDC_CLIENT_ID,

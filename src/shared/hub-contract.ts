@@ -54,6 +54,9 @@ export const NotAdmittedSchema = z.object({
 });
 export type NotAdmitted = z.infer<typeof NotAdmittedSchema>;
 
+/** A bootstrap enrolment's place in its site's hourly quota. */
+export const EnrolmentSlotSchema = z.object({ slot: z.string() });
+
 export const RateLimitedSchema = z.object({ rateLimited: z.literal(true), retryAfterS: z.number().int().positive() });
 export type RateLimited = z.infer<typeof RateLimitedSchema>;
 

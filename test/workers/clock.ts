@@ -1,6 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { SiteHub } from "../../durable-objects/site-hub";
+import type { CredentialGuard } from "../../durable-objects/credential-guard";
+import { guardName, type GuardedKind } from "../../src/shared/guard-contract";
 
 export const siteHubStub = (siteId: string) => env.SITE_HUB.get(env.SITE_HUB.idFromName(siteId));
 
@@ -51,3 +53,13 @@ export async function wrapHubDatabase(siteId: string) {
 /** Rows waiting in the hub's outbox. */
 export const outboxDepth = (siteId: string) =>
   runInDurableObject(siteHubStub(siteId), (_hub, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM d1_outbox").one().n);
+
+/** The CredentialGuard of one credential (see src/shared/guard-contract.ts). */
+export const guardStub = (kind: GuardedKind, id: string) => env.CREDENTIAL_GUARD.get(env.CREDENTIAL_GUARD.idFromName(guardName(kind, id)));
+
+/** Installs a manual clock in a credential's guard, so a test moves through its window instead of waiting. */
+export async function installGuardClock(kind: GuardedKind, id: string, clock = new ManualClock()) {
+  // The guard has no fetch handler, so the pool's typing does not see it as a Durable Object class.
+  await runInDurableObject(guardStub(kind, id), (instance) => { (instance as unknown as CredentialGuard).clock = clock; });
+  return clock;
+}

@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import * as schema from "../../src/db/schema";
 import { authenticateDevice } from "../../src/services/device-auth";
+import { FAILURES_PER_CLIENT } from "../../src/shared/guard-contract";
 import { call, createSite, db, grantSiteRole, signup, unique, type Call } from "./helpers";
 
 // Every response body seen in this file, checked at the end for token hashes and their key names.
@@ -468,36 +469,35 @@ describe("enrolment intents: claim", () => {
     expect(failures.every((e) => e.siteId !== null)).toBe(true);
   });
 
-  it("rate limits failed claims per intent id (persisted): 429 with Retry-After, for unknown ids too", async () => {
+  it("throttles failed claims per intent id and client address, for unknown ids too, and a third party cannot block the claim", async () => {
     const intent = await approvedIntent();
-    for (let i = 0; i < 10; i++) {
-      const res = await claim(intent.intent_id, { claim_token: `wrong-${i}` });
-      expect(res.status).toBe(400);
-    }
-    const limited = await claim(intent.intent_id, { claim_token: intent.claim_token });
-    expect(limited.status).toBe(429);
-    expect(Number(limited.headers.get("Retry-After"))).toBeGreaterThan(0);
-    expect(Number(limited.headers.get("Retry-After"))).toBeLessThanOrEqual(600);
-    expect((await intentRow(intent.intent_id))!.status).toBe("approved");
+    const from = (address: string) => ({ "CF-Connecting-IP": address });
+    const claimFrom = (address: string, intentId: string, body: Record<string, unknown>) =>
+      api(claimPath(intentId), { method: "POST", body, headers: from(address) });
 
-    const counter = await db().select().from(schema.enrolmentClaimFailures)
-      .where(eq(schema.enrolmentClaimFailures.intentId, intent.intent_id)).get();
-    expect(counter!.failures).toBe(10);
+    // Two attackers fail 5 times each: then each of them waits, with nothing checked.
+    for (const attacker of ["198.51.100.10", "198.51.100.11"]) {
+      for (let i = 0; i < FAILURES_PER_CLIENT; i++) expect((await claimFrom(attacker, intent.intent_id, { claim_token: `wrong-${i}` })).status).toBe(400);
+      const limited = await claimFrom(attacker, intent.intent_id, { claim_token: `wrong-again` });
+      expect(limited.status).toBe(429);
+      expect(limited.json.detail).toBe("Too many failed claim attempts for this enrolment intent; try again later");
+      expect(Number(limited.headers.get("Retry-After"))).toBeGreaterThan(800);
+      expect(Number(limited.headers.get("Retry-After"))).toBeLessThanOrEqual(900);
+    }
+    // Even the right token from an attacker's address waits: that address has been failing.
+    expect((await claimFrom("198.51.100.10", intent.intent_id, { claim_token: intent.claim_token })).status).toBe(429);
+    expect((await intentRow(intent.intent_id))!.status).toBe("approved");
 
     // An unknown id behaves exactly alike, so a 429 says nothing about existence either.
     const ghost = crypto.randomUUID();
-    for (let i = 0; i < 10; i++) expect((await claim(ghost, { claim_token: `wrong-${i}` })).status).toBe(400);
-    const ghostLimited = await claim(ghost, { claim_token: "x" });
+    for (let i = 0; i < FAILURES_PER_CLIENT; i++) expect((await claimFrom("198.51.100.10", ghost, { claim_token: `wrong-${i}` })).status).toBe(400);
+    const ghostLimited = await claimFrom("198.51.100.10", ghost, { claim_token: "x" });
     expect(ghostLimited.status).toBe(429);
-    expect(ghostLimited.json.detail).toBe(limited.json.detail);
+    expect(ghostLimited.json.detail).toBe("Too many failed claim attempts for this enrolment intent; try again later");
 
-    // Other intents are unaffected, and the limit lifts when the window is over.
-    const other = await approvedIntent();
-    expect((await claim(other.intent_id, { claim_token: other.claim_token })).status).toBe(201);
-    await db().update(schema.enrolmentClaimFailures).set({ windowStartedAt: new Date(Date.now() - 11 * 60_000).toISOString() })
-      .where(eq(schema.enrolmentClaimFailures.intentId, intent.intent_id));
-    const after = await claim(intent.intent_id, { claim_token: intent.claim_token });
-    expect(after.status, after.text).toBe(201);
+    // The installer, from an address that has not failed, claims it (20 failed or refused attempts did not block it).
+    const installed = await claimFrom("203.0.113.20", intent.intent_id, { claim_token: intent.claim_token });
+    expect(installed.status, installed.text).toBe(201);
   });
 
   it("50 concurrent claims of one token: exactly one success, one device, one epoch", { timeout: 180_000 }, async () => {
@@ -571,11 +571,6 @@ describe("enrolment intents: expiry sweep", () => {
     expect((await api(`${intentPath(sweepSite, dueApproved.intent_id)}/regenerate-token`, { method: "POST", token: operator.token })).status).toBe(400);
     expect(await db().select().from(schema.devices).where(eq(schema.devices.siteId, sweepSite)).all()).toHaveLength(0);
 
-    // The cron also forgets finished rate-limit windows.
-    const stale = crypto.randomUUID();
-    await db().insert(schema.enrolmentClaimFailures).values({ intentId: stale, windowStartedAt: new Date(Date.now() - 20 * 60_000).toISOString(), failures: 10 });
-    await runCron();
-    expect(await db().select().from(schema.enrolmentClaimFailures).where(eq(schema.enrolmentClaimFailures.intentId, stale)).get()).toBeUndefined();
   });
 });
 

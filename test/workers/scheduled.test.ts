@@ -3,7 +3,6 @@ import { env } from "cloudflare:workers";
 import { eq, inArray, like } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { COMMAND_RETENTION_MS } from "../../src/shared/vocabulary";
-import { CLAIM_FAILURE_WINDOW_MS } from "../../src/services/intents";
 import { db, signup, unique } from "./helpers";
 import { runCron } from "./commands-helpers";
 
@@ -33,10 +32,6 @@ async function seedRetention(now: number, tag: string) {
     { commandId: `${tag}/fresh`, siteId: tag, deviceId: "D", expiresAt: iso(now - COMMAND_RETENTION_MS + DAY), closedAt: iso(now - COMMAND_RETENTION_MS + DAY) },
     { commandId: `${tag}/open`, siteId: tag, deviceId: "D", expiresAt: iso(now + 3_600_000), closedAt: null },
   ]);
-  await db().insert(schema.enrolmentClaimFailures).values([
-    { intentId: `${tag}/old`, windowStartedAt: iso(now - CLAIM_FAILURE_WINDOW_MS - 60_000), failures: 3 },
-    { intentId: `${tag}/fresh`, windowStartedAt: iso(now - CLAIM_FAILURE_WINDOW_MS + 60_000), failures: 3 },
-  ]);
   return user;
 }
 
@@ -48,7 +43,6 @@ async function remaining(tag: string) {
     user_activities: pick((await db().select().from(schema.userActivities).where(like(schema.userActivities.activityType, `${tag}/%`)).all()).map((r) => r.activityType)),
     ws_tickets: pick((await db().select().from(schema.wsTickets).where(eq(schema.wsTickets.siteId, tag)).all()).map((r) => r.ticketHash)),
     command_index: pick((await db().select().from(schema.commandIndex).where(eq(schema.commandIndex.siteId, tag)).all()).map((r) => r.commandId)),
-    enrolment_claim_failures: pick((await db().select().from(schema.enrolmentClaimFailures).where(like(schema.enrolmentClaimFailures.intentId, `${tag}/%`)).all()).map((r) => r.intentId)),
   };
 }
 
@@ -59,13 +53,13 @@ describe("cron: retention and pruning", () => {
     await seedRetention(now, tag);
     expect(await remaining(tag)).toEqual({
       api_request_logs: ["fresh", "old"], user_activities: ["fresh", "old"], ws_tickets: ["fresh", "old"],
-      command_index: ["fresh", "old", "open"], enrolment_claim_failures: ["fresh", "old"],
+      command_index: ["fresh", "old", "open"],
     });
 
     await runCron(now);
     expect(await remaining(tag)).toEqual({
       api_request_logs: ["fresh"], user_activities: ["fresh"], ws_tickets: ["fresh"],
-      command_index: ["fresh", "open"], enrolment_claim_failures: ["fresh"],
+      command_index: ["fresh", "open"],
     });
     // Running again at the same time changes nothing more.
     await runCron(now);
@@ -115,7 +109,6 @@ describe("cron: one failing step does not stop the others", () => {
     // The step before it, and every step after it, did their work.
     expect(left.api_request_logs).toEqual(["fresh"]);
     expect(left.ws_tickets).toEqual(["fresh"]);
-    expect(left.enrolment_claim_failures).toEqual(["fresh"]);
     expect(left.command_index).toEqual(["fresh", "open"]);
     const intent = await db().select().from(schema.enrolmentIntents).where(eq(schema.enrolmentIntents.intentId, intentId)).get();
     expect(intent!.status).toBe("expired");

@@ -1,17 +1,15 @@
 import { z } from "@hono/zod-openapi";
 import { setCookie } from "hono/cookie";
-import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { ApiError, notFound, unauthorized, tooManyRequests } from "../../lib/errors";
+import { THROTTLING_DESCRIPTION, apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { ApiError, notFound, unauthorized } from "../../lib/errors";
 import { ACCESS_TOKEN_COOKIE } from "../../middleware/auth";
 import { recordAudit } from "../../services/audit";
 import { acceptInvitations } from "../../services/invitations";
-import { decoyVerify, verifySecret } from "../../services/passwords";
 import { issueAccessToken } from "../../services/tokens";
-import { LOGIN_FAILURE_LIMIT, createUser, deleteUser, findUserByEmail, recentLoginFailures, setUserActive } from "../../services/users";
+import { clientOfRequest, limitSignups } from "../../services/credential-throttle";
+import { createUser, deleteUser, findUserByEmail, setUserActive, verifyLogin } from "../../services/users";
 import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
 import * as s from "./schema";
-
-const LOGIN_FAILED = "Incorrect email or password";
 
 export const authRoutes = newRouter();
 
@@ -22,13 +20,14 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Create an account",
-    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Site and tenant invitations waiting for this e-mail address (compared case-insensitively) are applied.",
+    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Site and tenant invitations waiting for this e-mail address (compared case-insensitively) are applied. Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.",
     request: jsonBody(s.SignupBody),
     responses: { 201: jsonResponse(s.SignupResponse, "Account created") },
-    errors: [400],
+    errors: [400, 429],
   }),
   async (c) => {
     const body = c.req.valid("json");
+    await limitSignups(c.env, clientOfRequest(c.req.raw));
     const user = await createUser(c.var.db, { email: body.email, password: body.password, username: body.username, fullName: body.full_name });
     await recordAudit(c.var.db, { eventType: "user_created", description: `User ${user.email} signed up`, userId: user.id, request: c.req.raw });
     await acceptInvitations(c.var.db, user, c.req.raw);
@@ -44,7 +43,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Log in with e-mail and password",
-    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. After 10 failed logins for one e-mail address within 15 minutes, further attempts answer 429 with Retry-After until the window passes. A successful login applies the site and tenant invitations waiting for the account's e-mail address.",
+    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: " + THROTTLING_DESCRIPTION,
     request: jsonBody(s.LoginBody),
     responses: { 200: jsonResponse(s.LoginResponse, "Logged in") },
     errors: [401, 429],
@@ -52,22 +51,7 @@ authRoutes.openapi(
   async (c) => {
     const { email, password } = c.req.valid("json");
     const db = c.var.db;
-    const failures = await recentLoginFailures(db, email);
-    if (failures.count >= LOGIN_FAILURE_LIMIT) {
-      throw tooManyRequests("Too many failed logins for this account; try again later", failures.retryAfterS);
-    }
-    const user = await findUserByEmail(db, email);
-    const valid = user?.passwordHash && user.isActive ? await verifySecret(password, user.passwordHash) : await decoyVerify(password);
-    if (!user || !valid) {
-      await recordAudit(db, {
-        eventType: "login_failed",
-        description: `Failed login for ${email.toLowerCase()}`,
-        userId: user?.id ?? null,
-        metadata: { email: email.toLowerCase() },
-        request: c.req.raw,
-      });
-      throw unauthorized(LOGIN_FAILED);
-    }
+    const user = await verifyLogin(c.env, db, email, password, c.req.raw);
     const accessToken = await issueAccessToken(c.var.config, user);
     await recordAudit(db, { eventType: "login_success", description: `User ${user.email} logged in`, userId: user.id, metadata: { user_id: user.id }, request: c.req.raw });
     await acceptInvitations(db, user, c.req.raw);

@@ -5,7 +5,7 @@ import { normaliseTimestamp } from "../../shared/time";
 import { ensureOwnDevice, recordDeviceDna } from "../../services/devices";
 import { siteHub } from "../../hub/client";
 import type { DeviceCredential, Env } from "../../env";
-import { admitThroughHub } from "../../services/device-auth";
+import { admitCredential, admitThroughHub } from "../../services/device-auth";
 import { deviceBodyLimit } from "../../middleware/body-limits";
 import { deviceAuthTiming } from "../../middleware/auth";
 import * as s from "./schema";
@@ -103,10 +103,7 @@ export function deviceMetricsRoutes() {
  */
 async function refuseForeignDevice(env: Env, credential: DeviceCredential, claimed: (string | undefined)[]) {
   if (claimed.every((id) => id === undefined || id === credential.deviceId)) return;
-  await admitThroughHub(env, credential, async (keyDigest) => {
-    const admission = await siteHub(env, credential.siteId).admitDevice(credential.deviceId, keyDigest);
-    return admission.result === "ok" ? admission : { notAdmitted: admission };
-  });
+  await admitCredential(env, credential);
   ensureOwnDevice(credential.deviceId, claimed.find((id) => id !== undefined && id !== credential.deviceId));
 }
 

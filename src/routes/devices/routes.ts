@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { THROTTLING_DESCRIPTION, apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import {
   bootstrapProvision, createSiteDevice, currentEpoch, listAccessibleDevices, listSiteDevices,
   provisionDevice, rotateDeviceKey, setLifecycle, updateDevice,
@@ -63,14 +63,16 @@ export function deviceRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/bootstrap-provision", auth: "none", deprecated, tags: TAGS,
       summary: "Self-enrolment with a site bootstrap key",
-      description: "No user token: the bootstrap key (from `POST /api/v1/sites/{site_id}/bootstrap-key`) is the credential. A wrong, revoked or missing key, or an unknown site, answers the same 401. `enrollment_method` is `self-enrolled` and a lifecycle epoch starts.",
+      description: "No user token: the bootstrap key (from `POST /api/v1/sites/{site_id}/bootstrap-key`) is the credential. A wrong, revoked or missing key, or an unknown site, answers the same 401. `enrollment_method` is `self-enrolled` and a lifecycle epoch starts. " +
+        "Failed attempts are counted per site (known or not) and per client address: " + THROTTLING_DESCRIPTION + " " +
+        "A site enrols at most `BOOTSTRAP_ENROLMENTS_PER_HOUR` devices (default 100) with its key in any rolling hour; beyond that a valid key answers 429 with Retry-After.",
       request: jsonBody(s.BootstrapProvisionBody),
       responses: { 201: jsonResponse(s.ProvisionResponse, "Enrolled") },
-      errors: [401, 409],
+      errors: [401, 409, 429],
     }),
     async (c) => {
       const body = c.req.valid("json");
-      const r = await bootstrapProvision(c.var.db, body, c.req.raw);
+      const r = await bootstrapProvision(c.env, c.var.db, body, c.var.config.enrolment.bootstrapPerHour, c.req.raw);
       return c.json({ device_id: r.deviceId, api_key: r.apiKey!, site_id: body.site_id, epoch_id: r.epochId }, 201);
     },
   );

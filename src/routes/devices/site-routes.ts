@@ -33,7 +33,7 @@ siteEnrolmentRoutes.openapi(
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
-    const { bootstrapKey, createdAt } = await createBootstrapKey(c.var.db, c.var.user!, site_id, c.req.raw);
+    const { bootstrapKey, createdAt } = await createBootstrapKey(c.env, c.var.db, c.var.user!, site_id, c.req.raw);
     return c.json({ site_id, bootstrap_key: bootstrapKey, created_at: createdAt }, 201);
   },
 );

@@ -1,7 +1,5 @@
-import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { THROTTLING_DESCRIPTION, apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import {
-  CLAIM_FAILURE_LIMIT,
-  CLAIM_FAILURE_WINDOW_MS,
   changeIntentStatus,
   claimIntent,
   createIntent,
@@ -178,9 +176,8 @@ intentClaimRoutes.openapi(
       "concurrent claims exactly one succeeds. Every failure is 400: an unknown intent and a wrong token get the same " +
       `body ("Invalid enrolment intent or claim token"); only a caller with the right token learns why the intent cannot ` +
       `be claimed (not approved, rejected, revoked, expired, already claimed, identity mismatch, device_name already used ` +
-      `in the site). After ${CLAIM_FAILURE_LIMIT} ` +
-      `failed claims of one intent id within ${CLAIM_FAILURE_WINDOW_MS / 60_000} minutes, further claims answer 429 with ` +
-      "Retry-After until the window ends (counted per intent id, whether or not it exists).",
+      "in the site). Failed claims are counted per intent id (whether or not it exists) and per client address: " +
+      THROTTLING_DESCRIPTION,
     request: { params: s.ClaimParams, ...jsonBody(s.ClaimBody) },
     responses: { 201: jsonResponse(s.ClaimResponse, "Claimed: the new device and its credentials") },
     errors: [429],
