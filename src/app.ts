@@ -4,6 +4,7 @@ import { requestContext } from "./middleware/request-context";
 import { requestLog } from "./middleware/request-log";
 import { requestBodyLimit } from "./middleware/body-limits";
 import { handleError, notFoundHandler } from "./middleware/errors";
+import { securityHeaders } from "./middleware/security-headers";
 import { recordBusy, recordVersionOnce, SERVICE_VERSION } from "./services/system";
 import { mountRoutes } from "./routes";
 
@@ -40,6 +41,8 @@ export function createApp() {
   app.onError(handleError);
   app.notFound(notFoundHandler);
 
+  // First, so that every answer gets the headers, including errors thrown by the middleware after it.
+  app.use("*", securityHeaders);
   app.use("*", requestContext);
   app.use("*", async (c, next) => {
     const started = Date.now();
