@@ -5,6 +5,7 @@ import { requestLog } from "./middleware/request-log";
 import { requestBodyLimit } from "./middleware/body-limits";
 import { handleError, notFoundHandler } from "./middleware/errors";
 import { securityHeaders } from "./middleware/security-headers";
+import { cors } from "./middleware/cors";
 import { recordBusy, recordVersionOnce, SERVICE_VERSION } from "./services/system";
 import { mountRoutes } from "./routes";
 
@@ -43,6 +44,7 @@ export function createApp() {
 
   // First, so that every answer gets the headers, including errors thrown by the middleware after it.
   app.use("*", securityHeaders);
+  app.use("*", cors);
   app.use("*", requestContext);
   app.use("*", async (c, next) => {
     const started = Date.now();

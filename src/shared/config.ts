@@ -24,6 +24,7 @@ export interface Vars {
   OIDC_CLIENT_SECRET?: string;
   OIDC_REDIRECT_URI?: string;
   FRONTEND_URL?: string;
+  CORS_ORIGINS?: string;
 }
 
 /** What a site hub is given: the database and the variables (the Worker's Env adds its own bindings). */
@@ -63,6 +64,8 @@ export interface Config {
   /** Share of simulated agent updates that fail (0–1). */
   agentFailureRate: number;
   oidc: { issuer?: string; clientId?: string; clientSecret?: string; redirectUri?: string; frontendUrl?: string };
+  /** Browser origins (`scheme://host[:port]`) allowed to call the API cross-origin; empty: none. */
+  corsOrigins: string[];
 }
 
 export const MIN_JWT_SECRET_BYTES = 32;
@@ -93,6 +96,15 @@ function share(value: string | undefined, fallback: number): number {
   if (value === undefined || value.trim() === "") return fallback;
   const n = Number(value);
   return Number.isFinite(n) && n >= 0 && n <= 1 ? n : fallback;
+}
+
+/**
+ * A comma-separated list of exact origins. A trailing slash is dropped (a browser's Origin never has
+ * one); `null`, the origin of sandboxed frames and local files, is never accepted.
+ */
+function parseOrigins(value: string | undefined): string[] {
+  const origins = (value ?? "").split(",").map((entry) => entry.trim().replace(/\/+$/, "")).filter((entry) => entry && entry !== "null");
+  return [...new Set(origins)];
 }
 
 /** Reads the configuration once per bindings object (bindings are fixed for an isolate's life). */
@@ -130,6 +142,7 @@ export function readConfig(vars: Vars): Config {
       redirectUri: vars.OIDC_REDIRECT_URI,
       frontendUrl: vars.FRONTEND_URL,
     },
+    corsOrigins: parseOrigins(vars.CORS_ORIGINS),
   };
   cache.set(vars, config);
   return config;
