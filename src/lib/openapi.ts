@@ -40,8 +40,8 @@ const errorResponse = (description: string) => ({
 const STANDARD_ERRORS = {
   400: "Malformed request body or a request the current state does not allow",
   401: "Missing or invalid credentials",
-  403: "Authenticated but not allowed",
-  404: "Resource not found",
+  403: "Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device",
+  404: "Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id",
   409: "Conflicts with the current state",
   413: "Request body too large",
   422: "Validation failed: detail lists each problem with its location",

@@ -35,18 +35,23 @@ export async function listDeviceCommands(env: Env, db: Db, user: AuthUser, devic
   return siteHub(env, device.siteId).listCommands(deviceId, q);
 }
 
-/** Where a command lives (its site's hub), checked against the caller's role on that site. */
+const commandNotFound = () => notFound("Command not found");
+
+/**
+ * Where a command lives (its site's hub), checked against the caller's role on that site: a command
+ * of a site the caller has no role on is as unknown as a command that never existed.
+ */
 async function locateCommand(db: Db, user: AuthUser, commandId: string, minimum: Role, request?: Request) {
   const entry = await db.select().from(commandIndex).where(eq(commandIndex.commandId, commandId)).get();
-  if (!entry) throw notFound("Command not found");
-  await authorizeSite(db, user, entry.siteId, minimum, request);
+  if (!entry) throw commandNotFound();
+  await authorizeSite(db, user, entry.siteId, minimum, request, { hiddenAs: commandNotFound });
   return entry;
 }
 
 export async function readCommand(env: Env, db: Db, user: AuthUser, commandId: string, request?: Request) {
   const entry = await locateCommand(db, user, commandId, "viewer", request);
   const record = await siteHub(env, entry.siteId).getCommand(commandId);
-  if (!record) throw notFound("Command not found");
+  if (!record) throw commandNotFound();
   return record;
 }
 

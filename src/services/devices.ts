@@ -5,7 +5,7 @@ import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/
 import { randomToken } from "../shared/ids";
 import { recordAudit } from "./audit";
 import { auditRow } from "../shared/audit-row";
-import { accessibleSiteIds, authorizeSite, findSite, type Role } from "./access";
+import { accessibleSiteIds, authorizeSite, deviceNotFound, findSite, type Role } from "./access";
 import { deviceChanged, rememberIssuedKey } from "./device-auth";
 import { siteHub } from "../hub/client";
 import { hashSecret, verifySecret } from "./passwords";
@@ -15,11 +15,14 @@ export type DeviceRow = typeof devices.$inferSelect;
 
 export const findDevice = (db: Db, deviceId: string) => db.select().from(devices).where(eq(devices.deviceId, deviceId)).get();
 
-/** Loads a device and checks the caller's role on its site: unknown device 404, no access 403. */
+/**
+ * Loads a device and checks the caller's role on its site: an unknown device and a device of a site
+ * the caller has no role on answer the same 404; a role below `minimum` is 403.
+ */
 export async function authorizeDevice(db: Db, user: AuthUser, deviceId: string, minimum: Role, request?: Request) {
   const device = await findDevice(db, deviceId);
-  if (!device) throw notFound(`Device with ID '${deviceId}' not found`);
-  const { site } = await authorizeSite(db, user, device.siteId, minimum, request);
+  if (!device) throw deviceNotFound(deviceId);
+  const { site } = await authorizeSite(db, user, device.siteId, minimum, request, { hiddenAs: () => deviceNotFound(deviceId) });
   return { device, site };
 }
 

@@ -66,9 +66,11 @@ export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string
   return row;
 }
 
+const jobNotFound = (jobId: string) => notFound(`Job with ID '${jobId}' not found`);
+
 async function findJob(db: Db, jobId: string) {
   const row = await db.select().from(jobs).where(eq(jobs.jobId, jobId)).get();
-  if (!row) throw notFound(`Job with ID '${jobId}' not found`);
+  if (!row) throw jobNotFound(jobId);
   return row;
 }
 
@@ -81,7 +83,7 @@ export const countExecutions = (rows: Pick<ExecutionRow, "status">[]) => countTa
 
 export async function readJob(db: Db, user: AuthUser, jobId: string, request?: Request) {
   const job = await findJob(db, jobId);
-  await authorizeSite(db, user, job.siteId, "viewer", request);
+  await authorizeSite(db, user, job.siteId, "viewer", request, { hiddenAs: () => jobNotFound(jobId) });
   return { job, executions: await executionsOf(db, jobId) };
 }
 
@@ -106,7 +108,7 @@ export async function listJobs(db: Db, user: AuthUser, q: { siteId?: string; sta
 /** Cancels a queued or sent job through its hub (which cancels its open commands); 409 once finished. */
 export async function cancelJob(env: Env, db: Db, user: AuthUser, jobId: string, request?: Request) {
   const job = await findJob(db, jobId);
-  await authorizeSite(db, user, job.siteId, "operator", request);
+  await authorizeSite(db, user, job.siteId, "operator", request, { hiddenAs: () => jobNotFound(jobId) });
   await siteHub(env, job.siteId).cancelJob(jobId, { userId: user.id, name: user.email });
   return { job: await findJob(db, jobId), executions: await executionsOf(db, jobId) };
 }

@@ -1,11 +1,10 @@
 import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
-import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema";
-import { conflict, notFound, badRequest, forbidden, isUniqueViolation } from "../lib/errors";
+import { auditLogs, siteMemberships, sites, users } from "../db/schema";
+import { conflict, notFound, badRequest, isUniqueViolation } from "../lib/errors";
 import { newSiteId } from "../shared/ids";
 import { auditRow } from "../shared/audit-row";
-import { accessibleSiteIds, type Role } from "./access";
-import { tenantRole } from "./tenants";
+import { accessibleSiteIds, authorizeTenant, type Role } from "./access";
 
 export interface CreateSiteInput {
   site_id?: string;
@@ -30,10 +29,7 @@ export async function listSites(db: Db, user: AuthUser) {
 export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput, request?: Request) {
   const siteId = input.site_id ?? newSiteId();
   if (input.tenant_id) {
-    const tenant = await db.select().from(tenants).where(eq(tenants.tenantId, input.tenant_id)).get();
-    if (!tenant) throw notFound(`Tenant with ID '${input.tenant_id}' not found`);
-    const role = await tenantRole(db, user, input.tenant_id);
-    if (role !== "owner") throw forbidden("Only a tenant owner can create sites in a tenant");
+    await authorizeTenant(db, user, input.tenant_id, "owner");
   }
   if (await db.select({ id: sites.id }).from(sites).where(eq(sites.siteId, siteId)).get()) {
     throw conflict(`Site with ID '${siteId}' already exists`);

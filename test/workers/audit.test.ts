@@ -302,7 +302,8 @@ describe("recording custom events", () => {
     const body = { event_type: "transaction_processed", site_id: siteId };
     expect((await call("/api/v1/audit/events", { method: "POST", token: viewer.token, body })).status).toBe(403);
     const stranger = await signup();
-    expect((await call("/api/v1/audit/events", { method: "POST", token: stranger.token, body })).status).toBe(403);
+    const hidden = await call("/api/v1/audit/events", { method: "POST", token: stranger.token, body });
+    expect([hidden.status, hidden.json]).toEqual([404, { detail: `Site with ID '${siteId}' not found` }]);
     expect((await call("/api/v1/audit/events", { method: "POST", token: owner.token, body: { ...body, site_id: "NO-SUCH-SITE" } })).status).toBe(404);
   });
 
@@ -314,7 +315,10 @@ describe("recording custom events", () => {
     const deviceId = unique("DEV-");
     await db().insert(schema.devices).values({ deviceId, siteId, name: "Till" });
     const post = (token: string, body: Record<string, unknown>) => call("/api/v1/audit/events", { method: "POST", token, body });
-    expect((await post(stranger.token, { event_type: "transaction_processed", device_id: deviceId })).status).toBe(403);
+    const hidden = await post(stranger.token, { event_type: "transaction_processed", device_id: deviceId });
+    expect([hidden.status, hidden.json]).toEqual([404, { detail: `Device with ID '${deviceId}' not found` }]);
+    // Naming another site does not tell a stranger whether the device exists either.
+    expect((await post(stranger.token, { event_type: "transaction_processed", device_id: deviceId, site_id: otherSite })).status).toBe(404);
     expect((await post(owner.token, { event_type: "transaction_processed", device_id: "NO-SUCH-DEVICE" })).status).toBe(404);
     expect((await post(owner.token, { event_type: "transaction_processed", device_id: deviceId, site_id: otherSite })).status).toBe(422);
     const ok = await post(owner.token, { event_type: "transaction_processed", device_id: deviceId });

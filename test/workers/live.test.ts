@@ -56,11 +56,14 @@ describe("live channel: WebSocket", () => {
     const anonymous = await subscribe(`/api/v1/sites/${siteId}/ws`);
     expect(anonymous.status).toBe(401);
     expect(anonymous.ws).toBeUndefined();
+    // A site the caller has no role on answers exactly like one that does not exist.
     const other = await subscribe(`/api/v1/sites/${siteId}/ws`, stranger.token);
-    expect(other.status).toBe(403);
+    expect(other.status).toBe(404);
     expect(other.ws).toBeUndefined();
-    expect(other.body).toEqual({ detail: "You do not have access to this site" });
-    expect((await subscribe("/api/v1/sites/NO-SUCH-SITE/ws", owner.token)).status).toBe(404);
+    expect(other.body).toEqual({ detail: `Site with ID '${siteId}' not found` });
+    const unknown = await subscribe("/api/v1/sites/NO-SUCH-SITE/ws", owner.token);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ detail: "Site with ID 'NO-SUCH-SITE' not found" });
     expect((await subscribe(`/api/v1/sites/${siteId}/ws?since=-1`, owner.token)).status).toBe(422);
     const ok = await subscribe(`/api/v1/sites/${siteId}/ws`, owner.token);
     expect(ok.status).toBe(101);
@@ -133,7 +136,7 @@ describe("live channel: WebSocket", () => {
     const stale = await call(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: owner.token });
     await db().update(schema.wsTickets).set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where(eq(schema.wsTickets.siteId, siteId));
     expect((await subscribe(`/api/v1/sites/${siteId}/ws?ticket=${stale.json.ticket}`)).status).toBe(401);
-    expect((await call(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: (await signup()).token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: (await signup()).token })).status).toBe(404);
   });
 
   it("answers the channel's position without an upgrade", async () => {
@@ -293,7 +296,7 @@ describe("live channel: server-sent events", () => {
 
     const bad = await call(`/api/v1/sites/${siteId}/events`, { token: owner.token, headers: { "Last-Event-ID": "yesterday" } });
     expect(bad.status).toBe(422);
-    expect((await call(`/api/v1/sites/${siteId}/events`, { token: (await signup()).token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}/events`, { token: (await signup()).token })).status).toBe(404);
     expect((await call(`/api/v1/sites/${siteId}/events`)).status).toBe(401);
   });
 });

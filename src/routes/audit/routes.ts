@@ -2,10 +2,10 @@ import { z } from "@hono/zod-openapi";
 import { and, gte, eq, sql } from "drizzle-orm";
 import { apiRequestLogs } from "../../db/schema";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { forbidden, notFound, unprocessable } from "../../lib/errors";
+import { forbidden, unprocessable } from "../../lib/errors";
 import { parseDuration } from "../../shared/time";
 import { accessibleSiteIds, authorizeSite } from "../../services/access";
-import { findDevice } from "../../services/devices";
+import { authorizeDevice } from "../../services/devices";
 import { auditStatistics, listAuditEvents, recordAudit, type AuditRow } from "../../services/audit";
 import { CATEGORIES, classify } from "../../shared/vocabulary";
 import type { MountOptions } from "../mount";
@@ -154,14 +154,14 @@ export function auditRoutes(mount: MountOptions) {
       // A device's trail may only be written by someone who operates its site; the event carries that site.
       let siteId = body.site_id;
       if (body.device_id) {
-        const device = await findDevice(c.var.db, body.device_id);
-        if (!device) throw notFound(`Device with ID '${body.device_id}' not found`);
+        const { device } = await authorizeDevice(c.var.db, user, body.device_id, "operator", c.req.raw);
         if (siteId && siteId !== device.siteId) {
           throw unprocessable([{ loc: ["body", "device_id"], msg: "The device does not belong to site_id", type: "value_error" }]);
         }
         siteId = device.siteId;
+      } else if (siteId) {
+        await authorizeSite(c.var.db, user, siteId, "operator", c.req.raw);
       }
-      if (siteId) await authorizeSite(c.var.db, user, siteId, "operator", c.req.raw);
       const row = await recordAudit(c.var.db, {
         eventType: body.event_type,
         category: body.category,

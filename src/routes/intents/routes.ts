@@ -1,5 +1,5 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeSite } from "../../services/access";
+import { authorizeIntentSite } from "../../services/access";
 import {
   CLAIM_FAILURE_LIMIT,
   CLAIM_FAILURE_WINDOW_MS,
@@ -43,7 +43,7 @@ siteIntentRoutes.openapi(
     const { site_id } = c.req.valid("param");
     const body = c.req.valid("json");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
+    await authorizeIntentSite(c.var.db, user, site_id, "operator", c.req.raw);
     const result = await createIntent(c.env, c.var.db, site_id, {
       expectedDeviceIdentity: body.expected_device_identity,
       expiresInHours: body.expires_in_hours,
@@ -69,7 +69,7 @@ siteIntentRoutes.openapi(
   async (c) => {
     const { site_id } = c.req.valid("param");
     const query = c.req.valid("query");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
+    await authorizeIntentSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
     const { rows, total } = await listIntents(c.var.db, site_id, query);
     return c.json({ intents: rows.map(s.toIntent), total }, 200);
   },
@@ -89,7 +89,7 @@ siteIntentRoutes.openapi(
   }),
   async (c) => {
     const { site_id, intent_id } = c.req.valid("param");
-    await authorizeSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
+    await authorizeIntentSite(c.var.db, c.var.user!, site_id, "viewer", c.req.raw);
     return c.json(s.toIntent(await getIntent(c.var.db, site_id, intent_id)), 200);
   },
 );
@@ -115,7 +115,7 @@ siteIntentRoutes.openapi(
     const { site_id, intent_id } = c.req.valid("param");
     const { status } = c.req.valid("json");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
+    await authorizeIntentSite(c.var.db, user, site_id, "operator", c.req.raw);
     const intent = await changeIntentStatus(c.env, c.var.db, site_id, intent_id, status, { userId: user.id, request: c.req.raw });
     return c.json(s.toIntent(intent), 200);
   },
@@ -139,7 +139,7 @@ siteIntentRoutes.openapi(
   async (c) => {
     const { site_id, intent_id } = c.req.valid("param");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
+    await authorizeIntentSite(c.var.db, user, site_id, "operator", c.req.raw);
     return c.json(s.toIntent(await revokeIntent(c.env, c.var.db, site_id, intent_id, { userId: user.id, request: c.req.raw })), 200);
   },
 );
@@ -161,7 +161,7 @@ siteIntentRoutes.openapi(
   async (c) => {
     const { site_id, intent_id } = c.req.valid("param");
     const user = c.var.user!;
-    await authorizeSite(c.var.db, user, site_id, "operator", c.req.raw);
+    await authorizeIntentSite(c.var.db, user, site_id, "operator", c.req.raw);
     const { intent, claimToken } = await regenerateIntentToken(c.env, c.var.db, site_id, intent_id, { userId: user.id, request: c.req.raw });
     return c.json({ ...s.toIntent(intent), claim_token: claimToken }, 200);
   },

@@ -59,7 +59,7 @@ export function liveRoutes() {
       description: "For browsers, which cannot send an Authorization header when opening a WebSocket: pass it as `?ticket=` to `GET /api/v1/sites/{site_id}/ws` (or `/events`) within 60 s. Valid once, for this site and this user; only its hash is stored. Viewer role.",
       request: { params: SiteParams },
       responses: { 201: jsonResponse(z.object({ ticket: z.string(), expires_at: z.string() }).openapi("WsTicket"), "Ticket") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
@@ -73,7 +73,7 @@ export function liveRoutes() {
       method: "get", path: "/{site_id}/ws", auth: "user", tags: TAGS,
       summary: "Subscribe to the site's live channel (WebSocket)",
       description: [
-        "Upgrades to a WebSocket held by the site's hub (hibernation: idle connections cost nothing). Viewer role; authenticate with the bearer token, the `access_token` cookie or a one-use `?ticket=`. A caller without access is refused (401/403/404) before the upgrade.",
+        "Upgrades to a WebSocket held by the site's hub (hibernation: idle connections cost nothing). Viewer role; authenticate with the bearer token, the `access_token` cookie or a one-use `?ticket=`. A caller without access is refused before the upgrade: 401 without valid credentials, 404 for a site that is unknown or not visible to the caller.",
         "Every message is a JSON `LiveEvent` `{seq, type, site_id, ts, data}`, in seq order. With `?since=<seq>` the events after it still in the replay ring (the last 2000) come first; when that is not far enough back a `stream.truncated` message says so. Send the text `ping` to get `pong` (answered without waking the hub), or `{\"type\":\"replay\",\"since\":<seq>}` to replay again.",
         "Without an `Upgrade: websocket` header the answer is 200 with the channel's position (`last_seq`, `oldest_seq`, `subscribers`).",
       ].join("\n\n"),
@@ -85,7 +85,7 @@ export function liveRoutes() {
         },
         200: jsonResponse(ChannelState, "No upgrade requested: the channel's position"),
       },
-      errors: [403, 404],
+      errors: [404],
     })),
     async (c) => {
       const { site_id } = c.req.valid("param");
@@ -106,7 +106,7 @@ export function liveRoutes() {
       responses: {
         200: { description: "The event stream", content: { "text/event-stream": { schema: z.string().openapi({ example: "id: 42\ndata: {\"seq\":42,\"type\":\"device.status\",\"site_id\":\"STORE-001\",\"ts\":\"2026-01-01T12:00:00.000Z\",\"data\":{\"device_id\":\"POS-1\",\"previous\":\"online\",\"status\":\"offline\"}}\n\n" }) } } },
       },
-      errors: [403, 404],
+      errors: [404],
     })),
     async (c) => {
       const { site_id } = c.req.valid("param");

@@ -18,7 +18,7 @@ siteMemberRoutes.openapi(
     summary: "List a site's members",
     request: { params: s.SiteParams },
     responses: { 200: jsonResponse(s.MemberList, "Members") },
-    errors: [403, 404],
+    errors: [404],
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");

@@ -1,11 +1,9 @@
 import { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { forbidden } from "../../lib/errors";
 import { recordAudit } from "../../services/audit";
+import { authorizeTenant } from "../../services/access";
 import { resolveMemberUser } from "../../services/sites";
-import {
-  createTenant, getTenant, listTenantMembers, listTenants, removeTenantMember, tenantRole, upsertTenantMember,
-} from "../../services/tenants";
+import { createTenant, listTenantMembers, listTenants, removeTenantMember, upsertTenantMember } from "../../services/tenants";
 import { AddMemberBody, Member, MemberList } from "../sites/schema";
 
 const TAGS = ["Tenants"];
@@ -54,12 +52,11 @@ tenantRoutes.openapi(
     method: "get", path: "/{tenant_id}/members", auth: "user", tags: TAGS, summary: "List a tenant's members (tenant members and administrators)",
     request: { params: TenantParams },
     responses: { 200: jsonResponse(MemberList, "Members") },
-    errors: [403, 404],
+    errors: [404],
   }),
   async (c) => {
     const { tenant_id } = c.req.valid("param");
-    await getTenant(c.var.db, tenant_id);
-    if (!(await tenantRole(c.var.db, c.var.user!, tenant_id))) throw forbidden("You do not have access to this tenant");
+    await authorizeTenant(c.var.db, c.var.user!, tenant_id, "viewer");
     return c.json({ members: await listTenantMembers(c.var.db, tenant_id) }, 200);
   },
 );
@@ -76,8 +73,7 @@ tenantRoutes.openapi(
     const { tenant_id } = c.req.valid("param");
     const body = c.req.valid("json");
     const db = c.var.db;
-    await getTenant(db, tenant_id);
-    if ((await tenantRole(db, c.var.user!, tenant_id)) !== "owner") throw forbidden("The owner role on this tenant is required");
+    await authorizeTenant(db, c.var.user!, tenant_id, "owner");
     const user = await resolveMemberUser(db, body);
     const m = await upsertTenantMember(db, tenant_id, user.id, body.role);
     await recordAudit(db, { eventType: "tenant_member_added", description: `${user.email} granted ${body.role} on tenant ${tenant_id}`, userId: c.var.user!.id, metadata: { tenant_id, member_user_id: user.id, role: body.role }, request: c.req.raw });
@@ -95,8 +91,7 @@ tenantRoutes.openapi(
   async (c) => {
     const { tenant_id, user_id } = c.req.valid("param");
     const db = c.var.db;
-    await getTenant(db, tenant_id);
-    if ((await tenantRole(db, c.var.user!, tenant_id)) !== "owner") throw forbidden("The owner role on this tenant is required");
+    await authorizeTenant(db, c.var.user!, tenant_id, "owner");
     const removed = await removeTenantMember(db, tenant_id, user_id);
     await recordAudit(db, { eventType: "tenant_member_removed", description: `User ${user_id} removed from tenant ${tenant_id}`, userId: c.var.user!.id, metadata: { tenant_id, member_user_id: user_id }, request: c.req.raw });
     return c.json({ user_id, role: removed.role }, 200);
