@@ -1,18 +1,19 @@
-// End-to-end in a real browser: Debian's Chromium (/usr/bin/chromium, driven by playwright-core, which
-// downloads no browser) opens /docs (Swagger UI) and /redoc (ReDoc) of the BUILT bundle and waits until
-// each has rendered the API documentation from /openapi.json. Every request to any other origin is
-// blocked and fails the test, so this proves the pages work without internet access.
+// End-to-end in a real browser: Chromium (driven by playwright-core, which downloads no browser) opens
+// /docs (Swagger UI) and /redoc (ReDoc) of the BUILT bundle and waits until each has rendered the API
+// documentation from /openapi.json. Every request to any other origin is blocked and fails the test, so
+// this proves the pages work without internet access.
 //
-// Needs `npm run build` (npm test and npm run test:e2e do it) and the `chromium` Debian package
-// (.ci/run installs it). Without Chromium the file FAILS with a message saying so; it never skips itself.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+// Needs `npm run build` (npm test and npm run test:e2e do it). The browser is the system's Chromium when
+// there is one, else the one inside the @sparticuz/chromium devDependency (test/e2e/chromium.ts), so
+// `npm ci && npm test` needs nothing but Node. It never skips itself.
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { findChromium } from "./chromium";
 
-const CHROMIUM = "/usr/bin/chromium";
 const ARGS = [
   "--headless",
   "--no-sandbox",
@@ -41,12 +42,8 @@ const outside: string[] = [];
 const cspViolations: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `Chromium is missing: ${CHROMIUM} does not exist. Install Debian's package: \`apt-get install -y chromium\` ` +
-        "(.ci/run does). The browser tests never download a browser of their own.",
-    );
-  }
+  const browser = await findChromium();
+  console.info(`browser test: ${browser.source} Chromium at ${browser.executablePath}`);
   service = await startService({ quiet: true });
   const port = new URL(service.url).port;
   origin = `http://${HOST}:${port}`;
@@ -58,7 +55,8 @@ beforeAll(async () => {
 
   userDataDir = mkdtempSync(join(tmpdir(), "fleet-edge-chromium-"));
   context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
+    executablePath: browser.executablePath,
+    env: { ...process.env, ...browser.env },
     headless: true,
     args: [...ARGS, `--host-resolver-rules=MAP ${HOST} 127.0.0.1`],
     viewport: { width: 1280, height: 900 },
