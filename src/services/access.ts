@@ -67,16 +67,22 @@ export async function authorizeSite(
   if (!site) throw hiddenAs();
   const role = await siteRole(db, user, site);
   if (role && rank(role) >= rank(minimum)) return { site, role };
+  const hidden = !role && outsider === "hidden";
   await recordAudit(db, {
     eventType: "permission_denied",
     description: `${minimum} role required on site ${siteId}`,
-    userId: user.id,
+    // Everyone reads the events they caused: a caller told 404 would find the site named in their own
+    // trail. Such a row names them in its metadata only, for administrators and the site's members.
+    userId: hidden ? null : user.id,
     siteId,
-    metadata: { required_role: minimum, role: role ?? null, path: request ? new URL(request.url).pathname : undefined },
+    metadata: {
+      required_role: minimum, role: role ?? null, path: request ? new URL(request.url).pathname : undefined,
+      ...(hidden ? { caller_user_id: user.id, answered: 404 } : {}),
+    },
     request,
   });
   if (role) throw forbidden(`The ${minimum} role on this site is required`);
-  throw outsider === "forbidden" ? forbidden("You do not have access to this site") : hiddenAs();
+  throw hidden ? hiddenAs() : forbidden("You do not have access to this site");
 }
 
 /** Enrolment-intent calls: as authorizeSite, except that a caller with no role on an existing site gets 403. */

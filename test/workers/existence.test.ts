@@ -79,6 +79,13 @@ describe("existence and access", () => {
       expect(hidden, sample).toContain(sample);
     }
     expect(forbiddenIntentCalls.length).toBeGreaterThanOrEqual(4);
+
+    // The refusals are audited, but not where the stranger can read them: their own trail names none
+    // of the hidden objects (the intent calls' 403s are theirs to see: those calls admit the site exists).
+    const own = await call("/api/v1/audit/events?limit=500", { token: stranger.token });
+    expect(own.status).toBe(200);
+    const hiddenEvents = own.json.events.filter((e: { metadata?: { path?: string } }) => !isIntentCall(e.metadata?.path ?? ""));
+    for (const [name, id] of Object.entries(real)) if (name !== "user_id") expect(JSON.stringify(hiddenEvents), name).not.toContain(id);
   });
 
   it("with a valid body too, a stranger's writes answer like an unknown id's and change nothing", async () => {

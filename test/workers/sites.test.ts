@@ -204,7 +204,14 @@ describe("access", () => {
     const denied = await db().select().from(schema.auditLogs)
       .where(and(eq(schema.auditLogs.eventType, "permission_denied"), eq(schema.auditLogs.siteId, siteId))).all();
     expect(denied.length).toBe(2);
-    expect(denied[0].userId).toBe(stranger.id);
+    // The caller is named in the metadata only: events whose user is the caller are theirs to read,
+    // and this one would tell them the site exists.
+    expect(denied[0].userId).toBeNull();
+    expect(denied[0].eventMetadata).toMatchObject({ caller_user_id: stranger.id, answered: 404 });
+    const own = await call("/api/v1/audit/events?limit=500", { token: stranger.token });
+    expect(JSON.stringify(own.json)).not.toContain(siteId);
+    const stats = await call("/api/v1/audit/statistics", { token: stranger.token });
+    expect(stats.json.statistics.events_by_type.permission_denied ?? 0).toBe(0);
   });
 
   it("lets a viewer read detail and health", async () => {
