@@ -4,6 +4,9 @@ import { Log, LogLevel, Miniflare } from "miniflare";
 import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../scripts/lib/serve-bundle.mjs";
+import { MAX_NOT_OK_SHARE } from "./limits.mjs";
+
+export { DEVICE_LIMIT, devicesFor, MAX_NOT_OK_SHARE } from "./limits.mjs";
 
 export const DURATION_S = Number(process.env.BENCH_DURATION ?? 10);
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -27,34 +30,68 @@ export async function startBaseline() {
   return { url, stop: () => mf.dispose() };
 }
 
-/** Runs one autocannon scenario and returns its figures. `requests` may rotate over devices. */
-export async function load(name, options) {
+/**
+ * Runs one autocannon scenario and returns its figures. `requests` may rotate over devices.
+ * `requests_per_s` counts only answers with the scenario's `success` status; every other answer is
+ * counted apart, by status (`not_ok`), as are connection errors and timeouts (`errors`).
+ */
+export async function load(name, options, { success = 200 } = {}) {
   const result = await autocannon({
     connections: CONNECTIONS,
     duration: DURATION_S,
     ...options,
   });
-  const non2xx = result.non2xx ?? 0;
+  const byStatus = Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([status, { count }]) => [status, count]));
+  const ok = byStatus[String(success)] ?? 0;
+  const notOk = Object.fromEntries(Object.entries(byStatus).filter(([status]) => status !== String(success)));
+  const errors = result.errors + result.timeouts;
+  const attempts = ok + Object.values(notOk).reduce((a, b) => a + b, 0) + errors;
   return {
     name,
-    requests_per_s: Math.round(result.requests.average),
+    success_status: success,
+    requests_per_s: Math.round(ok / (result.duration || DURATION_S)),
     p50_ms: result.latency.p50,
     p99_ms: result.latency.p99,
-    total: result.requests.total,
-    errors: result.errors + result.timeouts,
-    non_2xx: non2xx,
+    total: attempts,
+    ok,
+    not_ok: notOk,
+    errors,
+    not_ok_share: attempts ? +((attempts - ok) / attempts).toFixed(4) : 1,
   };
 }
 
+/**
+ * Prints every scenario whose share of answers other than its success status is above
+ * MAX_NOT_OK_SHARE, and sets a failing exit code: such a figure measures something else.
+ * Returns whether all scenarios passed.
+ */
+export function assertScenarios(rows) {
+  const failed = rows.filter((r) => r.not_ok_share !== undefined && r.not_ok_share > MAX_NOT_OK_SHARE);
+  for (const r of failed) {
+    const statuses = Object.entries(r.not_ok ?? {}).map(([status, n]) => `${status}: ${n}`).join(", ") || "none";
+    console.error(`✖ ${r.name}: ${(r.not_ok_share * 100).toFixed(1)} % of ${r.total} answers were not ${r.success_status} ` +
+      `(other statuses ${statuses}; connection errors and timeouts ${r.errors ?? 0}). The figure does not measure this scenario.`);
+  }
+  if (failed.length) process.exitCode = 1;
+  return failed.length === 0;
+}
+
+/** Answers other than the success status, for the table: `429×12 500×1 err×3`, or `0`. */
+const notOkCell = (r) => {
+  if (r.not_ok === undefined) return "-";
+  const parts = [...Object.entries(r.not_ok).map(([status, n]) => `${status}×${n}`), ...(r.errors ? [`err×${r.errors}`] : [])];
+  return parts.length ? parts.join(" ") : "0";
+};
+
 export function printTable(rows, baselineRps) {
-  const header = ["scenario", "req/s", "p50 ms", "p99 ms", "ratio to baseline", "non-2xx", "notes"];
+  const header = ["scenario", "req/s", "p50 ms", "p99 ms", "ratio to baseline", "not ok", "notes"];
   const lines = rows.map((r) => [
     r.name,
     String(r.requests_per_s ?? "-"),
     String(r.p50_ms ?? "-"),
     String(r.p99_ms ?? "-"),
     r.requests_per_s && baselineRps ? (r.requests_per_s / baselineRps).toFixed(3) : "-",
-    String(r.non_2xx ?? "-"),
+    notOkCell(r),
     r.notes ?? "",
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));

@@ -1,24 +1,28 @@
 // node bench/live-fanout.mjs — fan-out cost of the site's live channel, on the built bundle served by
 // workerd (Miniflare, scripts/lib/serve-bundle.mjs). One site, BENCH_SUBSCRIBERS (default 500) WebSocket
 // subscribers held by the site's hub; real devices change status BENCH_CHANGES times in all (heartbeats
-// alternating `status: "error"` and online, rotating over a few devices to stay under the per-device rate limit). For every change and every subscriber it measures the
+// alternating `status: "error"` and online, rotating over enough devices to stay under the per-device
+// rate limit, devicesFor). For every change and every subscriber it measures the
 // delivery delay of the `device.status` event: from the moment the device's heartbeat is sent until the
 // subscriber has the message. Reports p50/p99/max for 500 subscribers against the same run with one
 // subscriber (the baseline that cancels out the machine), plus the spread of one broadcast (last − first
-// arrival). Merges section "live_fanout" into bench/results.json.
+// arrival). A heartbeat answered with anything but 200 stops the run, and more than 1 % of deliveries
+// lost fails it (non-zero exit). Merges section "live_fanout" into bench/results.json.
 //
 //   BENCH_SUBSCRIBERS=500 BENCH_CHANGES=30 node bench/live-fanout.mjs
 //   BENCH_SKIP_BUILD=1 node bench/live-fanout.mjs     # serve the dist/ already built
 import { execSync } from "node:child_process";
 import WebSocket from "ws";
 import { startService, ROOT } from "../scripts/lib/serve-bundle.mjs";
-import { json, pool, writeResults } from "./lib.mjs";
+import { devicesFor, json, MAX_NOT_OK_SHARE, pool, writeResults } from "./lib.mjs";
 
 const SUBSCRIBERS = Number(process.env.BENCH_SUBSCRIBERS ?? 500);
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 30);
 /** The one-subscriber baseline runs more changes: its p99 would otherwise be a single sample's. */
 const BASELINE_CHANGES = Math.max(CHANGES, 100);
 const TIMEOUT_MS = 15_000;
+/** Each change waits for its delivery and then this long: at most 1000 / PAUSE_MS changes a second. */
+const PAUSE_MS = 100;
 
 if (!process.env.BENCH_SKIP_BUILD) {
   console.log("building the bundle…");
@@ -71,8 +75,9 @@ async function closeAll(subscribers) {
 async function scenario(token, count, changes) {
   const siteId = `BENCH-LIVE-${count}-${Date.now().toString(36)}`;
   await json(`${api}/api/v1/sites/sites`, { method: "POST", headers: { Authorization: `Bearer ${token}` }, body: JSON.stringify({ site_id: siteId, name: `Live fan-out ${count}` }) });
-  // Each device may call 2/s sustained (burst 60): the changes rotate over enough devices to stay under it.
-  const devices = await pool(Array.from({ length: Math.ceil(changes / 40) }, (_, i) => i), 4, async (i) => {
+  // The changes rotate over enough devices to keep each under its rate limit at the fastest pace possible.
+  const maxRate = 1000 / PAUSE_MS;
+  const devices = await pool(Array.from({ length: devicesFor(maxRate, changes / maxRate) }, (_, i) => i), 4, async (i) => {
     const d = await json(`${api}/api/v1/devices/sites/${siteId}/devices`, {
       method: "POST", headers: { Authorization: `Bearer ${token}` }, body: JSON.stringify({ name: `Till ${i}`, device_type: "pos_terminal" }),
     });
@@ -117,7 +122,7 @@ async function scenario(token, count, changes) {
     const arrivals = subscribers.map((s) => s.arrivals.get(seq));
     for (const at of arrivals) delays.push(at - sentAt);
     spreads.push(Math.max(...arrivals) - Math.min(...arrivals));
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, PAUSE_MS));
   }
   const elapsedS = (now() - changesStarted) / 1000;
   const sorted = delays.slice().sort((a, b) => a - b);
@@ -163,8 +168,12 @@ try {
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const l of lines) console.log(fmt(l));
   console.log(`\ndelivery delay = heartbeat sent → device.status received, per subscriber; ${SUBSCRIBERS} subscribers p99 ${many.p99_ms} ms (${rows[1].p99_ratio_to_one_subscriber}× one subscriber's ${one.p99_ms} ms)`);
+  const lossy = rows.filter((r) => r.lost / Math.max(1, r.lost + r.deliveries) > MAX_NOT_OK_SHARE);
+  for (const r of lossy) console.error(`✖ ${r.subscribers} subscriber(s): ${r.lost} of ${r.lost + r.deliveries} deliveries lost`);
+  if (lossy.length) process.exitCode = 1;
   writeResults("live_fanout", {
     description: "Delivery delay of a device.status change (heartbeat sent → message received) to every WebSocket subscriber of one site",
+    valid: lossy.length === 0,
     scenarios: rows,
   });
 } finally {

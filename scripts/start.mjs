@@ -3,6 +3,8 @@
 //   2. creates .dev.vars with a freshly generated JWT_SECRET when there is none (gitignored, never committed)
 //   3. applies the D1 migrations to the local database (.wrangler/state), without asking
 //   4. serves the Worker with `wrangler dev` on http://${HOST:-127.0.0.1}:${PORT:-8787}
+//   5. runs the Worker's scheduled handler at once and then every minute, as the deployed cron trigger
+//      does (wrangler dev fires no cron by itself; see scripts/lib/local-cron.mjs)
 // Extra arguments go to `wrangler dev` (e.g. `npm start -- --log-level debug`).
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -10,6 +12,7 @@ import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { devServerArgs, startLocalCron } from "./lib/local-cron.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(join(root, "package.json"));
@@ -64,20 +67,23 @@ console.log(`
     Swagger UI     ${base}/docs
     ReDoc          ${base}/redoc
     OpenAPI        ${base}/openapi.json
+  The minute cron (intent expiry, command sweeps, job re-drive) runs at start and every minute.
   Create an administrator (in another terminal; the server may keep running):
     npm run create-admin -- --email you@example.com --password 'a-strong-password'
 `);
 
-const child = spawn(process.execPath, [wrangler, "dev", "--ip", host, "--port", port, ...process.argv.slice(2)], {
+const child = spawn(process.execPath, [wrangler, ...devServerArgs({ host, port, extra: process.argv.slice(2) })], {
   cwd: root,
   stdio: "inherit",
   env: childEnv,
 });
 
 let stopping = false;
+let cron;
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   process.on(signal, () => {
     stopping = true;
+    cron?.stop();
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
   });
 }
@@ -94,6 +100,11 @@ const poll = setInterval(async () => {
       announced = true;
       clearInterval(poll);
       console.log(`\n✔ Fleet Edge is up: ${base}  —  docs ${base}/docs  ·  ${base}/redoc  ·  ${base}/openapi.json\n`);
+      // 5. The minute cron. Failures are reported, and the next minute tries again.
+      cron = startLocalCron({
+        baseUrl: base,
+        onError: (error) => console.error(`✖ scheduled run failed: ${error.message}`),
+      });
     }
   } catch {
     // not up yet
@@ -104,6 +115,7 @@ const poll = setInterval(async () => {
 
 child.on("exit", (code, signal) => {
   clearInterval(poll);
+  cron?.stop();
   // Stopped on request (Ctrl-C, kill): a clean exit. Otherwise wrangler's own status.
   process.exit(code ?? (stopping ? 0 : 1));
 });

@@ -4,6 +4,8 @@ import { requestContext } from "./middleware/request-context";
 import { requestLog } from "./middleware/request-log";
 import { requestBodyLimit } from "./middleware/body-limits";
 import { handleError, notFoundHandler } from "./middleware/errors";
+import { securityHeaders } from "./middleware/security-headers";
+import { cors } from "./middleware/cors";
 import { recordBusy, recordVersionOnce, SERVICE_VERSION } from "./services/system";
 import { mountRoutes } from "./routes";
 
@@ -23,7 +25,7 @@ const DOCUMENT = {
     { name: "Site members", description: "Who may do what on a site" },
     { name: "Tenants", description: "Groups of sites with tenant-wide roles" },
     { name: "Audit", description: "The audit trail" },
-    { name: "Enrolment intents", description: "Pre-provisioned enrolment: intents and their one-time claim tokens" },
+    { name: "Enrolment intents", description: "Pre-provisioned enrolment: intents and their one-time claim tokens. Unlike the rest of the API, where a site the caller has no role on answers 404 like an unknown one, these calls answer 403 to such a caller (an unknown site or intent is still 404)." },
     { name: "Devices", description: "The device registry" },
     { name: "Device calls", description: "Calls terminals make with X-Device-ID and X-API-Key" },
     { name: "Enrolment", description: "Bootstrap keys and enrolment statistics" },
@@ -40,6 +42,9 @@ export function createApp() {
   app.onError(handleError);
   app.notFound(notFoundHandler);
 
+  // First, so that every answer gets the headers, including errors thrown by the middleware after it.
+  app.use("*", securityHeaders);
+  app.use("*", cors);
   app.use("*", requestContext);
   app.use("*", async (c, next) => {
     const started = Date.now();

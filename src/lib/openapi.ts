@@ -43,8 +43,8 @@ const errorResponse = (description: string) => ({
 const STANDARD_ERRORS = {
   400: "Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow",
   401: "Missing or invalid credentials",
-  403: "Authenticated but not allowed",
-  404: "Resource not found",
+  403: "Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device",
+  404: "Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id",
   409: "Conflicts with the current state",
   413: "Request body too large",
   422: "Validation failed: detail lists each problem with its location",
@@ -84,8 +84,9 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
   if (auth !== "none") codes.add(401);
   if (auth === "admin" || auth === "device" || auth === "device-in-hub") codes.add(403);
   if (access) {
-    codes.add(403);
+    // No role on the object's site reads as "not found"; 403 only for a role too low for the action.
     codes.add(404);
+    if (accessCanForbid(access)) codes.add(403);
   }
   // A device key that would cost a bcrypt is throttled (src/services/credential-throttle.ts).
   if (auth === "device" || auth === "device-in-hub") codes.add(429);
@@ -108,6 +109,12 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
     ],
     responses: { ...errorResponses, ...route.responses },
   } as Omit<R, "auth" | "authenticate" | "access" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
+}
+
+function accessCanForbid(rule: AccessRule): boolean {
+  if ("site" in rule) return rule.site !== "viewer" || rule.outsider === "forbidden";
+  const minimum = "device" in rule ? rule.device : "job" in rule ? rule.job : rule.command;
+  return minimum !== "viewer";
 }
 
 function accessCheck(rule: AccessRule, request: RouteConfig["request"]) {

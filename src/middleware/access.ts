@@ -2,56 +2,60 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "@hono/zod-openapi";
 import type { AppEnv, AuthUser, Db, Granted } from "../env";
 import type { Role } from "../shared/vocabulary";
-import { authorizeSite } from "../services/access";
+import { authorizeSite, deviceNotFound, type SiteAccessOptions } from "../services/access";
 import { findDevice } from "../services/devices";
-import { findJob } from "../services/jobs";
-import { findCommandEntry } from "../services/commands";
-import { notFound } from "../lib/errors";
+import { findJob, jobNotFound } from "../services/jobs";
+import { commandNotFound, findCommandEntry } from "../services/commands";
 
 /**
  * The role a route needs, on the site of the object its path names. Declared once per route
  * (`apiRoute({ access })`), checked here before the handler runs, so handlers and services never
  * check roles themselves. `from: "query"` reads the site from an optional `?site_id=` filter
  * instead; without it the route lists what the caller can see.
+ *
+ * A caller with no role on the site is told the object does not exist (the 404 of an unknown id);
+ * one whose role is too low is told 403 (docs/security.md, "Existence and access").
+ * `outsider: "forbidden"` answers 403 to the first as well, for the enrolment-intent calls whose
+ * contract names it.
  */
 export type AccessRule =
-  | { site: Role; from?: "path" | "query" }
+  | { site: Role; from?: "path" | "query"; outsider?: SiteAccessOptions["outsider"] }
   | { device: Role }
   | { job: Role }
   | { command: Role };
 
-type Resolve = (db: Db, user: AuthUser, id: string, minimum: Role, request: Request) => Promise<Granted>;
+type Resolve = (db: Db, user: AuthUser, id: string, minimum: Role, request: Request, options: SiteAccessOptions) => Promise<Granted>;
 
 const RESOLVERS = {
-  site: { param: "site_id", resolve: (db, user, id, minimum, request) => authorizeSite(db, user, id, minimum, request) },
+  site: { param: "site_id", resolve: (db, user, id, minimum, request, options) => authorizeSite(db, user, id, minimum, request, options) },
   device: {
     param: "device_id",
     resolve: async (db, user, id, minimum, request) => {
       const device = await findDevice(db, id);
-      if (!device) throw notFound(`Device with ID '${id}' not found`);
-      return { ...(await authorizeSite(db, user, device.siteId, minimum, request)), device };
+      if (!device) throw deviceNotFound(id);
+      return { ...(await authorizeSite(db, user, device.siteId, minimum, request, { hiddenAs: () => deviceNotFound(id) })), device };
     },
   },
   job: {
     param: "job_id",
     resolve: async (db, user, id, minimum, request) => {
       const job = await findJob(db, id);
-      return { ...(await authorizeSite(db, user, job.siteId, minimum, request)), job };
+      return { ...(await authorizeSite(db, user, job.siteId, minimum, request, { hiddenAs: () => jobNotFound(id) })), job };
     },
   },
   command: {
     param: "command_id",
     resolve: async (db, user, id, minimum, request) => {
       const command = await findCommandEntry(db, id);
-      return { ...(await authorizeSite(db, user, command.siteId, minimum, request)), command };
+      return { ...(await authorizeSite(db, user, command.siteId, minimum, request, { hiddenAs: commandNotFound })), command };
     },
   },
 } satisfies Record<string, { param: string; resolve: Resolve }>;
 
 type Kind = keyof typeof RESOLVERS;
 
-function ruleParts(rule: AccessRule): { kind: Kind; minimum: Role; fromQuery: boolean } {
-  if ("site" in rule) return { kind: "site", minimum: rule.site, fromQuery: rule.from === "query" };
+function ruleParts(rule: AccessRule): { kind: Kind; minimum: Role; fromQuery: boolean; options?: SiteAccessOptions } {
+  if ("site" in rule) return { kind: "site", minimum: rule.site, fromQuery: rule.from === "query", options: { outsider: rule.outsider } };
   if ("device" in rule) return { kind: "device", minimum: rule.device, fromQuery: false };
   if ("job" in rule) return { kind: "job", minimum: rule.job, fromQuery: false };
   return { kind: "command", minimum: rule.command, fromQuery: false };
@@ -62,13 +66,13 @@ function ruleParts(rule: AccessRule): { kind: Kind; minimum: Role; fromQuery: bo
  * left to the validator (a 422), so a malformed id never reaches the database.
  */
 export function requireAccess(rule: AccessRule, inputSchema: z.ZodType | undefined): MiddlewareHandler<AppEnv> {
-  const { kind, minimum, fromQuery } = ruleParts(rule);
+  const { kind, minimum, fromQuery, options = {} } = ruleParts(rule);
   const { param, resolve } = RESOLVERS[kind];
   return async (c, next) => {
     const input = fromQuery ? c.req.query() : c.req.param();
     if (inputSchema && !inputSchema.safeParse(input).success) return next();
     const id = (input as Record<string, string | undefined>)[param];
-    if (id !== undefined) c.set("granted", await resolve(c.var.db, c.var.user!, id, minimum, c.req.raw));
+    if (id !== undefined) c.set("granted", await resolve(c.var.db, c.var.user!, id, minimum, c.req.raw, options));
     await next();
   };
 }

@@ -1,7 +1,7 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
-import { siteMemberships, sites, tenantMemberships, users } from "../db/schema";
-import { forbidden, notFound } from "../lib/errors";
+import { siteMemberships, sites, tenantMemberships, tenants, users } from "../db/schema";
+import { forbidden, notFound, type ApiError } from "../lib/errors";
 import { ROLES, type Role } from "../shared/vocabulary";
 import { recordAudit } from "./audit";
 
@@ -13,6 +13,7 @@ export const maxRole = (...roles: (Role | undefined)[]): Role | undefined =>
   roles.reduce<Role | undefined>((best, r) => (rank(r) > rank(best) ? r : best), undefined);
 
 export type SiteRow = typeof sites.$inferSelect;
+export type TenantRow = typeof tenants.$inferSelect;
 
 /** The user's effective role on a site: the higher of the site grant and the site's tenant grant. */
 export async function siteRole(db: Db, user: AuthUser, site: SiteRow): Promise<Role | undefined> {
@@ -31,10 +32,28 @@ export async function siteRole(db: Db, user: AuthUser, site: SiteRow): Promise<R
 export const findSite = (db: Db, siteId: string) => db.select().from(sites).where(eq(sites.siteId, siteId)).get();
 
 export const siteNotFound = (siteId: string) => notFound(`Site with ID '${siteId}' not found`);
+export const deviceNotFound = (deviceId: string) => notFound(`Device with ID '${deviceId}' not found`);
+export const tenantNotFound = (tenantId: string) => notFound(`Tenant with ID '${tenantId}' not found`);
 
 /**
- * Loads the site and checks the caller's role on it: unknown site → 404, no or too low a role →
- * 403 (audited as permission_denied). Returns the site and the caller's role.
+ * How a refusal reads. The rule (docs/security.md, "Existence and access"): a caller with no role at
+ * all on the site is told the object does not exist, with the very 404 an unknown id of that object
+ * gets, so ids cannot be probed; a caller with some role, too low for the action, is told 403.
+ */
+export interface SiteAccessOptions {
+  /** The 404 of the object the request names (a device, a job, a command…); default: the site's. */
+  hiddenAs?: () => ApiError;
+  /**
+   * `forbidden`: a caller with no role is told 403 instead. Only enrolment-intent calls do this, because
+   * their contract names 403 for a caller not permitted on the site (see authorizeIntentSite).
+   */
+  outsider?: "hidden" | "forbidden";
+}
+
+/**
+ * Loads the site and checks the caller's role on it. Unknown site, or no role on it → 404 (as
+ * `hiddenAs`); a role below `minimum` → 403. Either refusal of an existing site is audited as
+ * permission_denied. Returns the site and the caller's role.
  */
 export async function authorizeSite(
   db: Db,
@@ -42,22 +61,53 @@ export async function authorizeSite(
   siteId: string,
   minimum: Role,
   request?: Request,
+  { hiddenAs = () => siteNotFound(siteId), outsider = "hidden" }: SiteAccessOptions = {},
 ): Promise<{ site: SiteRow; role: Role }> {
   const site = await findSite(db, siteId);
-  if (!site) throw siteNotFound(siteId);
+  if (!site) throw hiddenAs();
   const role = await siteRole(db, user, site);
-  if (rank(role) < rank(minimum)) {
-    await recordAudit(db, {
-      eventType: "permission_denied",
-      description: `${minimum} role required on site ${siteId}`,
-      userId: user.id,
-      siteId,
-      metadata: { required_role: minimum, role: role ?? null, path: request ? new URL(request.url).pathname : undefined },
-      request,
-    });
-    throw forbidden(role ? `The ${minimum} role on this site is required` : "You do not have access to this site");
-  }
-  return { site, role: role! };
+  if (role && rank(role) >= rank(minimum)) return { site, role };
+  const hidden = !role && outsider === "hidden";
+  await recordAudit(db, {
+    eventType: "permission_denied",
+    description: `${minimum} role required on site ${siteId}`,
+    // Everyone reads the events they caused: a caller told 404 would find the site named in their own
+    // trail. Such a row names them in its metadata only, for administrators and the site's members.
+    userId: hidden ? null : user.id,
+    siteId,
+    metadata: {
+      required_role: minimum, role: role ?? null, path: request ? new URL(request.url).pathname : undefined,
+      ...(hidden ? { caller_user_id: user.id, answered: 404 } : {}),
+    },
+    request,
+  });
+  if (role) throw forbidden(`The ${minimum} role on this site is required`);
+  throw hidden ? hiddenAs() : forbidden("You do not have access to this site");
+}
+
+/** Enrolment-intent calls: as authorizeSite, except that a caller with no role on an existing site gets 403. */
+export const authorizeIntentSite = (db: Db, user: AuthUser, siteId: string, minimum: Role, request?: Request) =>
+  authorizeSite(db, user, siteId, minimum, request, { outsider: "forbidden" });
+
+/**
+ * Loads the tenant and checks the caller's tenant role, by the same rule as a site: unknown tenant
+ * or no role → 404, a role below `minimum` → 403.
+ */
+export async function authorizeTenant(db: Db, user: AuthUser, tenantId: string, minimum: Role): Promise<{ tenant: TenantRow; role: Role }> {
+  const tenant = await db.select().from(tenants).where(eq(tenants.tenantId, tenantId)).get();
+  if (!tenant) throw tenantNotFound(tenantId);
+  const role = await tenantRole(db, user, tenantId);
+  if (!role) throw tenantNotFound(tenantId);
+  if (rank(role) < rank(minimum)) throw forbidden(`The ${minimum} role on this tenant is required`);
+  return { tenant, role };
+}
+
+/** The user's role on a tenant (administrators: owner). */
+export async function tenantRole(db: Db, user: AuthUser, tenantId: string): Promise<Role | undefined> {
+  if (user.isAdmin) return "owner";
+  const grant = await db.select({ role: tenantMemberships.role }).from(tenantMemberships)
+    .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, user.id))).get();
+  return grant?.role;
 }
 
 /** Site ids the user can read; undefined for administrators (all sites). */

@@ -32,18 +32,20 @@ export async function listDeviceCommands(env: Env, device: DeviceRow, q: { statu
   return siteHub(env, device.siteId).listCommands(device.deviceId, q);
 }
 
+export const commandNotFound = () => notFound("Command not found");
+
 export type CommandEntry = typeof commandIndex.$inferSelect;
 
 /** Where a command lives: the command index names its site, whose hub holds the record. */
 export async function findCommandEntry(db: Db, commandId: string): Promise<CommandEntry> {
   const entry = await db.select().from(commandIndex).where(eq(commandIndex.commandId, commandId)).get();
-  if (!entry) throw notFound("Command not found");
+  if (!entry) throw commandNotFound();
   return entry;
 }
 
 export async function readCommand(env: Env, entry: CommandEntry) {
   const record = await siteHub(env, entry.siteId).getCommand(entry.commandId);
-  if (!record) throw notFound("Command not found");
+  if (!record) throw commandNotFound();
   return record;
 }
 

@@ -1,7 +1,7 @@
 import type { AuthUser, Db } from "../env";
-import { forbidden, notFound, unprocessable } from "../lib/errors";
+import { forbidden, unprocessable } from "../lib/errors";
 import { classify, type Category, type Severity } from "../shared/vocabulary";
-import { authorizeSite } from "./access";
+import { authorizeSite, deviceNotFound } from "./access";
 import { recordAudit } from "./audit";
 import { findDevice } from "./devices";
 
@@ -32,14 +32,18 @@ export async function recordCustomEvent(db: Db, user: AuthUser, input: CustomEve
   if (!user.isAdmin && input.severity === "critical") throw forbidden("Only administrators may record critical events");
   let siteId = input.site_id;
   if (input.device_id) {
-    const device = await findDevice(db, input.device_id);
-    if (!device) throw notFound(`Device with ID '${input.device_id}' not found`);
+    const deviceId = input.device_id;
+    const device = await findDevice(db, deviceId);
+    if (!device) throw deviceNotFound(deviceId);
+    // Access first: whether the device belongs to site_id is only told to someone who may see it.
+    await authorizeSite(db, user, device.siteId, "operator", request, { hiddenAs: () => deviceNotFound(deviceId) });
     if (siteId && siteId !== device.siteId) {
       throw unprocessable([{ loc: ["body", "device_id"], msg: "The device does not belong to site_id", type: "value_error" }]);
     }
     siteId = device.siteId;
+  } else if (siteId) {
+    await authorizeSite(db, user, siteId, "operator", request);
   }
-  if (siteId) await authorizeSite(db, user, siteId, "operator", request);
   return recordAudit(db, {
     eventType: input.event_type,
     category: input.category,

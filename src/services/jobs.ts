@@ -92,9 +92,11 @@ export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string
   return { job: row, created: true };
 }
 
+export const jobNotFound = (jobId: string) => notFound(`Job with ID '${jobId}' not found`);
+
 export async function findJob(db: Db, jobId: string) {
   const row = await db.select().from(jobs).where(eq(jobs.jobId, jobId)).get();
-  if (!row) throw notFound(`Job with ID '${jobId}' not found`);
+  if (!row) throw jobNotFound(jobId);
   return row;
 }
 
@@ -128,6 +130,7 @@ export async function listJobs(db: Db, user: AuthUser, q: { siteId?: string; sta
 }
 
 /** Cancels a queued or sent job through its hub (which cancels its open commands); 409 once finished. */
+
 export async function cancelJob(env: Env, db: Db, user: AuthUser, job: JobRow) {
   await siteHub(env, job.siteId).cancelJob(job.jobId, { userId: user.id, name: user.email });
   return { job: await findJob(db, job.jobId), executions: await executionsOf(db, job.jobId) };

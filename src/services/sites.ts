@@ -1,15 +1,14 @@
 import { and, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
-import { auditLogs, siteMemberships, sites, tenants, users } from "../db/schema";
+import { auditLogs, siteMemberships, sites, users } from "../db/schema";
 import { conflict, notFound, badRequest, forbidden, isUniqueViolation } from "../lib/errors";
 import { newSiteId } from "../shared/ids";
 import { auditRow } from "../shared/audit-row";
 import { isLowerRole } from "../shared/vocabulary";
-import { accessibleSiteIds, type Role } from "./access";
+import { accessibleSiteIds, authorizeTenant, type Role } from "./access";
 import { recordAudit } from "./audit";
 import { invite } from "./invitations";
 import { syncLiveAccess } from "./live-access";
-import { tenantRole } from "./tenants";
 import { findUserById } from "./users";
 
 export interface CreateSiteInput {
@@ -35,10 +34,7 @@ export async function listSites(db: Db, user: AuthUser) {
 export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput, request?: Request) {
   const siteId = input.site_id ?? newSiteId();
   if (input.tenant_id) {
-    const tenant = await db.select().from(tenants).where(eq(tenants.tenantId, input.tenant_id)).get();
-    if (!tenant) throw notFound(`Tenant with ID '${input.tenant_id}' not found`);
-    const role = await tenantRole(db, user, input.tenant_id);
-    if (role !== "owner") throw forbidden("Only a tenant owner can create sites in a tenant");
+    await authorizeTenant(db, user, input.tenant_id, "owner");
   }
   // Ids that differ only in case are the same id to a person reading them off a label.
   const taken = await db.select({ id: sites.id }).from(sites).where(sql`lower(${sites.siteId}) = lower(${siteId})`).get();

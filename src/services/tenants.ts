@@ -9,20 +9,7 @@ import { invite } from "./invitations";
 import { syncLiveAccess } from "./live-access";
 import { findUserById } from "./users";
 
-export async function tenantRole(db: Db, user: AuthUser, tenantId: string): Promise<Role | undefined> {
-  if (user.isAdmin) return "owner";
-  const grant = await db.select({ role: tenantMemberships.role }).from(tenantMemberships)
-    .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, user.id))).get();
-  return grant?.role;
-}
-
 export const listTenants = (db: Db) => db.select().from(tenants).orderBy(desc(tenants.createdAt), desc(tenants.id)).all();
-
-export async function getTenant(db: Db, tenantId: string) {
-  const tenant = await db.select().from(tenants).where(eq(tenants.tenantId, tenantId)).get();
-  if (!tenant) throw notFound(`Tenant with ID '${tenantId}' not found`);
-  return tenant;
-}
 
 export async function createTenant(db: Db, input: { tenant_id?: string; name: string }) {
   const tenantId = input.tenant_id ?? newTenantId();

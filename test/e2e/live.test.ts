@@ -133,11 +133,11 @@ describe("live channel over a real WebSocket", () => {
     await again.close();
   });
 
-  it("refuses a user of another site before the upgrade, and accepts a one-use ticket", async () => {
+  it("refuses a user of another site before the upgrade (the site does not exist for them), and accepts a one-use ticket", async () => {
     const { token, siteId } = await siteWithDevice();
     const stranger = await user();
     const refused = subscribe(`${wsBase}/api/v1/sites/${siteId}/ws`, { authorization: `Bearer ${stranger}` });
-    expect(await refused.opened).toBe(403);
+    expect(await refused.opened).toBe(404);
     const anonymous = subscribe(`${wsBase}/api/v1/sites/${siteId}/ws`);
     expect(await anonymous.opened).toBe(401);
 
@@ -148,7 +148,7 @@ describe("live channel over a real WebSocket", () => {
     await browser.close();
     const replayed = subscribe(`${wsBase}/api/v1/sites/${siteId}/ws?ticket=${encodeURIComponent(ticket.json.ticket)}`);
     expect(await replayed.opened).toBe(401);
-    expect((await api(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: stranger })).status).toBe(403);
+    expect((await api(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: stranger })).status).toBe(404);
   });
 });
 
@@ -201,6 +201,6 @@ describe("live channel as server-sent events", () => {
     expect(frames().every((f) => f.id === f.event.seq)).toBe(true);
 
     const stranger = await user();
-    expect((await fetch(`${base}/api/v1/sites/${siteId}/events`, { headers: { authorization: `Bearer ${stranger}` } })).status).toBe(403);
+    expect((await fetch(`${base}/api/v1/sites/${siteId}/events`, { headers: { authorization: `Bearer ${stranger}` } })).status).toBe(404);
   });
 });

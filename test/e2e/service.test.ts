@@ -136,7 +136,8 @@ describe("documentation over HTTP, without the internet", () => {
       expect(response.headers.get("content-type")).toMatch(/text\/html/);
       const html = await response.text();
       expect(html).toContain(`src="${asset}"`);
-      expect(html).toContain("/openapi.json");
+      // ReDoc names the document in its element; Swagger UI in its start-up script (below).
+      if (page === "/redoc") expect(html).toContain("/openapi.json");
       // No reference to any other host: the page must render offline.
       expect(html).not.toMatch(/(src|href)="(https?:)?\/\//);
 
@@ -145,8 +146,27 @@ describe("documentation over HTTP, without the internet", () => {
       expect(script.headers.get("content-type")).toMatch(/javascript/);
       const code = await script.text();
       expect(code.length).toBeGreaterThan(100_000);
+      // Static assets are answered before the Worker runs; public/_headers gives them the security headers.
+      expect(script.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(script.headers.get("x-frame-options")).toBe("DENY");
+      expect(script.headers.get("referrer-policy")).toBe("no-referrer");
     });
   }
+
+  it("Swagger UI starts from a static script (the page's policy forbids inline code), without persistAuthorization", async () => {
+    const html = await (await fetch(`${base}/docs`)).text();
+    expect(html).toContain('<script src="/docs-ui/swagger-ui-init.js"></script>');
+    const init = await fetch(`${base}/docs-ui/swagger-ui-init.js`);
+    expect(init.status).toBe(200);
+    expect(init.headers.get("content-type")).toMatch(/javascript/);
+    expect(init.headers.get("x-content-type-options")).toBe("nosniff");
+    const code = await init.text();
+    expect(code).toContain("SwaggerUIBundle(");
+    expect(code).toContain('url: "/openapi.json"');
+    expect(code).not.toMatch(/persistAuthorization\s*:\s*true/);
+    // The rules file itself is configuration, never served.
+    expect((await fetch(`${base}/_headers`)).status).toBe(404);
+  });
 
   it("the Swagger UI stylesheet is served too", async () => {
     const html = await (await fetch(`${base}/docs`)).text();

@@ -40,10 +40,15 @@ describe("events recorded", () => {
     const siteId = await createSite(owner.token);
     await call(`/api/v1/sites/${siteId}`, { token: stranger.token });
     await call("/api/v1/tenants", { token: stranger.token });
-    const denied = (await auditRows("permission_denied")).filter((r) => r.userId === stranger.id);
+    // A site the stranger was told does not exist names them in its metadata only (their own trail would
+    // otherwise show them the site).
+    const denied = (await auditRows("permission_denied"))
+      .filter((r) => r.userId === stranger.id || (r.eventMetadata as { caller_user_id?: number }).caller_user_id === stranger.id);
     expect(denied).toHaveLength(2);
     expect(denied.every((r) => r.category === "security_events" && r.severity === "warning")).toBe(true);
-    expect(denied.find((r) => r.siteId === siteId)?.eventMetadata).toMatchObject({ required_role: "viewer", role: null });
+    expect(denied.find((r) => r.siteId === siteId)).toMatchObject({
+      userId: null, eventMetadata: { required_role: "viewer", role: null, caller_user_id: stranger.id, answered: 404 },
+    });
     expect(denied.find((r) => r.siteId === null)?.eventMetadata).toMatchObject({ required: "admin", path: "/api/v1/tenants", method: "GET" });
   });
 
@@ -162,7 +167,9 @@ describe("reading events", () => {
     const seen: Event[] = (await events(alice.token, "limit=500")).json.events;
     expect(seen.some((e) => e.event_type === "site_created" && e.site_id === aliceSite)).toBe(true);
     expect(seen.some((e) => e.event_type === "user_created" && e.user_id === alice.id)).toBe(true);
-    expect(seen.some((e) => e.event_type === "permission_denied" && e.site_id === aliceSite && e.user_id === bob.id)).toBe(true);
+    // Bob was told alice's site does not exist; alice, its owner, sees who asked.
+    expect(seen.some((e) => e.event_type === "permission_denied" && e.site_id === aliceSite && e.event_metadata.caller_user_id === bob.id)).toBe(true);
+    expect((await events(bob.token, "limit=500")).json.events.some((e: Event) => e.site_id === aliceSite)).toBe(false);
     expect(seen.some((e) => e.site_id === bobSite)).toBe(false);
     expect(seen.every((e) => e.user_id === alice.id || e.site_id === aliceSite)).toBe(true);
     // system-wide events (no site, no user) are for administrators
@@ -302,7 +309,8 @@ describe("recording custom events", () => {
     const body = { event_type: "transaction_processed", site_id: siteId };
     expect((await call("/api/v1/audit/events", { method: "POST", token: viewer.token, body })).status).toBe(403);
     const stranger = await signup();
-    expect((await call("/api/v1/audit/events", { method: "POST", token: stranger.token, body })).status).toBe(403);
+    const hidden = await call("/api/v1/audit/events", { method: "POST", token: stranger.token, body });
+    expect([hidden.status, hidden.json]).toEqual([404, { detail: `Site with ID '${siteId}' not found` }]);
     expect((await call("/api/v1/audit/events", { method: "POST", token: owner.token, body: { ...body, site_id: "NO-SUCH-SITE" } })).status).toBe(404);
   });
 
@@ -314,7 +322,10 @@ describe("recording custom events", () => {
     const deviceId = unique("DEV-");
     await db().insert(schema.devices).values({ deviceId, siteId, name: "Till" });
     const post = (token: string, body: Record<string, unknown>) => call("/api/v1/audit/events", { method: "POST", token, body });
-    expect((await post(stranger.token, { event_type: "transaction_processed", device_id: deviceId })).status).toBe(403);
+    const hidden = await post(stranger.token, { event_type: "transaction_processed", device_id: deviceId });
+    expect([hidden.status, hidden.json]).toEqual([404, { detail: `Device with ID '${deviceId}' not found` }]);
+    // Naming another site does not tell a stranger whether the device exists either.
+    expect((await post(stranger.token, { event_type: "transaction_processed", device_id: deviceId, site_id: otherSite })).status).toBe(404);
     expect((await post(owner.token, { event_type: "transaction_processed", device_id: "NO-SUCH-DEVICE" })).status).toBe(404);
     expect((await post(owner.token, { event_type: "transaction_processed", device_id: deviceId, site_id: otherSite })).status).toBe(422);
     const ok = await post(owner.token, { event_type: "transaction_processed", device_id: deviceId });

@@ -9,7 +9,8 @@ export const siteHubStub = (siteId: string) => env.SITE_HUB.get(env.SITE_HUB.idF
 /**
  * A clock a test moves by hand. Install it in a site's hub and the hub reads its time from it, so
  * "a minute later" is `clock.advance(60_000)` and a `runDurableObjectAlarm`, not a sleep. It starts
- * at real time: alarms the hub sets are then in the real future and fire only when the test runs them.
+ * at real time, so an alarm the hub sets for "now" is due at once and the runtime may run it by
+ * itself; a test that must run every alarm by hand first advances the clock well past the wall clock.
  */
 export class ManualClock {
   private at = Date.now();

@@ -280,16 +280,31 @@ describe("command queue: limits, idempotency and isolation", () => {
     await grantSiteRole(owner.token, siteId, viewer, "viewer");
     const stranger = await signup();
     expect((await queueCommand(viewer.token, device.device_id, { command_type: "ping" })).status).toBe(403);
-    expect((await queueCommand(stranger.token, device.device_id, { command_type: "ping" })).status).toBe(403);
-    expect((await queueCommand(owner.token, `NOPE-${unique()}`, { command_type: "ping" })).status).toBe(404);
+    // A stranger is told the device does not exist, exactly as for an id that was never registered.
+    const hidden = await queueCommand(stranger.token, device.device_id, { command_type: "ping" });
+    expect(hidden.status).toBe(404);
+    expect(hidden.json).toEqual({ detail: `Device with ID '${device.device_id}' not found` });
+    const unknownId = `NOPE-${unique()}`;
+    const unknown = await queueCommand(owner.token, unknownId, { command_type: "ping" });
+    expect(unknown.status).toBe(404);
+    expect(unknown.json).toEqual({ detail: `Device with ID '${unknownId}' not found` });
     expect((await call(`/api/v1/devices/${device.device_id}/commands`, { method: "POST", body: { command_type: "ping" } })).status).toBe(401);
 
     const { command_id } = (await queueCommand(owner.token, device.device_id, { command_type: "ping" })).json;
     expect((await call(`/api/v1/commands/${command_id}`, { token: viewer.token })).status).toBe(200);
     expect((await call(`/api/v1/devices/${device.device_id}/commands`, { token: viewer.token })).status).toBe(200);
-    expect((await call(`/api/v1/commands/${command_id}`, { token: stranger.token })).status).toBe(403);
+    const unknownCommand = await call(`/api/v1/commands/${crypto.randomUUID()}`, { token: owner.token });
+    expect(unknownCommand.status).toBe(404);
+    for (const hiddenCall of [
+      call(`/api/v1/commands/${command_id}`, { token: stranger.token }),
+      call(`/api/v1/commands/${command_id}/cancel`, { method: "POST", token: stranger.token }),
+    ]) {
+      const res = await hiddenCall;
+      expect(res.status).toBe(404);
+      expect(res.json).toEqual(unknownCommand.json);
+    }
+    // A viewer sees the command, so being refused the cancel is a 403.
     expect((await call(`/api/v1/commands/${command_id}/cancel`, { method: "POST", token: viewer.token })).status).toBe(403);
-    expect((await call(`/api/v1/commands/${crypto.randomUUID()}`, { token: owner.token })).status).toBe(404);
     // Device credentials do not open user endpoints, and the poll needs them.
     expect((await call("/api/v1/devices/pending")).status).toBe(401);
     expect((await call(`/api/v1/commands/${command_id}`, { headers: deviceHeaders(device.device_id, device.api_key) })).status).toBe(401);

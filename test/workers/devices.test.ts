@@ -59,7 +59,7 @@ describe("device registry", () => {
     expect(missing.json.detail).toMatch(/^Site with ID 'NOPE-.+' not found$/);
   });
 
-  it("requires the operator role to register and access to read", async () => {
+  it("requires the operator role to register and access to read; a stranger is told the device does not exist", async () => {
     const { owner, siteId } = await siteWithOperator();
     const viewer = await signup();
     await grantSiteRole(owner.token, siteId, viewer, "viewer");
@@ -67,7 +67,12 @@ describe("device registry", () => {
     expect((await call(`/api/v1/devices/sites/${siteId}/devices`, { token: viewer.token })).status).toBe(200);
     const stranger = await signup();
     const device = await registerDevice(owner.token, siteId);
-    expect((await call(`/api/v1/devices/${device.device_id}`, { token: stranger.token })).status).toBe(403);
+    const hidden = await call(`/api/v1/devices/${device.device_id}`, { token: stranger.token });
+    expect(hidden.status).toBe(404);
+    expect(hidden.json).toEqual({ detail: `Device with ID '${device.device_id}' not found` });
+    const hiddenSite = await call(`/api/v1/devices/sites/${siteId}/devices`, { token: stranger.token });
+    expect(hiddenSite.status).toBe(404);
+    expect(hiddenSite.json).toEqual({ detail: `Site with ID '${siteId}' not found` });
     expect((await call(`/api/v1/devices/device`, { token: stranger.token })).json).toEqual([]);
     expect((await call(`/api/v1/devices/sites/${siteId}/devices`)).status).toBe(401);
   });
@@ -374,14 +379,21 @@ describe("bootstrap self-enrolment", () => {
     expect(stats.json).toMatchObject({ site_id: siteId, total_devices: 1, by_enrollment_method: { "self-enrolled": 1, "pre-provisioned": 0 } });
   });
 
-  it("provisions through the setup wizard for operators only", async () => {
+  it("provisions through the setup wizard for operators only (a stranger's site does not exist for them)", async () => {
     const { owner, siteId } = await siteWithOperator();
     const res = await call("/api/v1/devices/provision", { method: "POST", token: owner.token, body: { site_id: siteId, device_name: "Kiosk", device_type: "tablet" } });
     expect(res.status).toBe(201);
     expect((await heartbeat(res.json.device_id, res.json.api_key)).status).toBe(200);
     const stranger = await signup();
-    expect((await call("/api/v1/devices/provision", { method: "POST", token: stranger.token, body: { site_id: siteId, device_name: "K2" } })).status).toBe(403);
-    expect((await call(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token: stranger.token })).status).toBe(403);
+    const notFound = { detail: `Site with ID '${siteId}' not found` };
+    const provision = await call("/api/v1/devices/provision", { method: "POST", token: stranger.token, body: { site_id: siteId, device_name: "K2" } });
+    expect([provision.status, provision.json]).toEqual([404, notFound]);
+    const bootstrapKey = await call(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token: stranger.token });
+    expect([bootstrapKey.status, bootstrapKey.json]).toEqual([404, notFound]);
+    const viewer = await signup();
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
+    expect((await call("/api/v1/devices/provision", { method: "POST", token: viewer.token, body: { site_id: siteId, device_name: "K3" } })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token: viewer.token })).status).toBe(403);
   });
 });
 
@@ -499,14 +511,16 @@ describe("PATCH /api/v1/devices/{device_id}", () => {
     expect(await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get()).toEqual(before);
   });
 
-  it("is for operators of the device's site: 403 for a viewer or stranger, 404 for an unknown device, 401 without a token", async () => {
+  it("is for operators of the device's site: 403 for a viewer, 404 for a stranger as for an unknown device, 401 without a token", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId, { name: "Till" });
     const viewer = await signup();
     await grantSiteRole(owner.token, siteId, viewer, "viewer");
     const stranger = await signup();
     expect((await patch(d.device_id, viewer.token, { name: "Renamed" })).status).toBe(403);
-    expect((await patch(d.device_id, stranger.token, { name: "Renamed" })).status).toBe(403);
+    const hidden = await patch(d.device_id, stranger.token, { name: "Renamed" });
+    expect(hidden.status).toBe(404);
+    expect(hidden.json).toEqual({ detail: `Device with ID '${d.device_id}' not found` });
     expect((await patch(d.device_id, undefined, { name: "Renamed" })).status).toBe(401);
     const missing = await patch(`NOPE-${unique()}`, owner.token, { name: "Renamed" });
     expect(missing.status).toBe(404);

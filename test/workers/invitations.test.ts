@@ -27,7 +27,7 @@ describe("site members by e-mail are invitations", () => {
     });
     expect(JSON.stringify(known.json)).not.toContain(`"user_id"`);
     // Not applied until that account logs in: no access, not a member.
-    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(404);
     expect((await call(members(siteId), { token: owner.token })).json.members.map((m: { user_id: number }) => m.user_id)).toEqual([owner.id]);
   });
 
@@ -51,7 +51,7 @@ describe("site members by e-mail are invitations", () => {
     const existing = await signup();
     const siteId = await createSite(owner.token);
     await add(owner.token, siteId, { email: existing.email.toUpperCase(), role: "operator" });
-    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(404);
     await login(existing);
     expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(200);
     expect(await siteRole(siteId, existing.id)).toBe("operator");
@@ -69,7 +69,7 @@ describe("site members by e-mail are invitations", () => {
     await db().update(schema.invitations).set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where(eq(schema.invitations.email, address));
     expect((await call(invitations(siteId), { token: owner.token })).json.invitations).toEqual([]);
     const late = await signup({ email: address });
-    expect((await call(`/api/v1/sites/${siteId}`, { token: late.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: late.token })).status).toBe(404);
     expect(await db().select().from(schema.invitations).where(eq(schema.invitations.email, address)).all()).toEqual([]);
   });
 });
@@ -97,7 +97,7 @@ describe("pending invitations", () => {
     expect((await call(`${invitations(siteId)}/${a.json.invitation_id}`, { method: "DELETE", token: owner.token })).status).toBe(404);
     expect((await call(invitations(siteId), { token: owner.token })).json.invitations.map((i: { email: string }) => i.email)).toEqual([second]);
     const late = await signup({ email: first });
-    expect((await call(`/api/v1/sites/${siteId}`, { token: late.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: late.token })).status).toBe(404);
   });
 });
 
@@ -183,7 +183,7 @@ describe("tenant members", () => {
     expect([byId.status, byMissingId.status]).toEqual([403, 403]);
     expect(byId.json).toEqual(byMissingId.json);
 
-    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(404);
     await login(existing);
     expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(200);
 

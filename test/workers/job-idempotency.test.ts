@@ -73,7 +73,7 @@ describe("job creation with an Idempotency-Key", () => {
     const first = await createJob(owner.token, siteId, { action: "ping" }, key);
     const stranger = await signup();
     const replay = await createJob(stranger.token, siteId, { action: "ping" }, key);
-    expect(replay.status).toBe(403);
+    expect(replay.status).toBe(404);
     expect(replay.text).not.toContain(first.json.job_id);
   });
 });

@@ -279,7 +279,8 @@ describe("jobs: access, validation and lists", () => {
     const viewer = await signup();
     await grantSiteRole(owner.token, siteId, viewer, "viewer");
     expect((await createJob(viewer.token, siteId, { action: "ping" })).status).toBe(403);
-    expect((await createJob((await signup()).token, siteId, { action: "ping" })).status).toBe(403);
+    const hiddenSite = await createJob((await signup()).token, siteId, { action: "ping" });
+    expect([hiddenSite.status, hiddenSite.json]).toEqual([404, { detail: `Site with ID '${siteId}' not found` }]);
     expect((await createJob(owner.token, `NOPE-${unique()}`, { action: "ping" })).status).toBe(404);
     expect((await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", body: { action: "ping" } })).status).toBe(401);
     expect((await createJob(owner.token, siteId, { action: "" })).status).toBe(422);
@@ -291,7 +292,14 @@ describe("jobs: access, validation and lists", () => {
     const ok = await createJob(owner.token, siteId, { action: "ping" });
     expect(ok.status).toBe(201);
     expect((await call(`/api/v1/jobs/${ok.json.job_id}`, { token: viewer.token })).status).toBe(200);
-    expect((await call(`/api/v1/jobs/${ok.json.job_id}`, { token: (await signup()).token })).status).toBe(403);
+    const stranger = await signup();
+    for (const hiddenCall of [
+      call(`/api/v1/jobs/${ok.json.job_id}`, { token: stranger.token }),
+      call(`/api/v1/jobs/${ok.json.job_id}/cancel`, { method: "POST", token: stranger.token }),
+    ]) {
+      const hidden = await hiddenCall;
+      expect([hidden.status, hidden.json]).toEqual([404, { detail: `Job with ID '${ok.json.job_id}' not found` }]);
+    }
     expect((await call(`/api/v1/jobs/job-000000000000`, { token: owner.token })).status).toBe(404);
   });
 
@@ -308,7 +316,8 @@ describe("jobs: access, validation and lists", () => {
     expect(mine.json.jobs.map((j: { job_id: string }) => j.job_id)).toEqual([ids[2], ids[1]]);
     const page2 = await call("/api/v1/jobs?limit=2&offset=2", { token: owner.token });
     expect(page2.json.jobs.map((j: { job_id: string }) => j.job_id)).toEqual([ids[0]]);
-    expect((await call(`/api/v1/jobs?site_id=${other.siteId}`, { token: owner.token })).status).toBe(403);
+    const hidden = await call(`/api/v1/jobs?site_id=${other.siteId}`, { token: owner.token });
+    expect([hidden.status, hidden.json]).toEqual([404, { detail: `Site with ID '${other.siteId}' not found` }]);
     const bySite = await call(`/jobs?site_id=${siteId}`, { token: owner.token });
     expect(bySite.json.jobs.map((j: { job_id: string }) => j.job_id)).not.toContain(foreign);
     expect(bySite.headers.get("Deprecation")).toBe("true");

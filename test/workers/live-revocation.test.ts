@@ -46,7 +46,7 @@ describe("revocation reaches open live connections", () => {
     expect(marker.got(socket.messages!)).toBe(false);
     expect(await subscriptions(siteId)).toEqual([{ user_id: owner.id, channel: "ws", role: "owner" }]);
     // and it cannot come back
-    expect((await openSocket(ws(siteId), { token: viewer.token })).status).toBe(403);
+    expect((await openSocket(ws(siteId), { token: viewer.token })).status).toBe(404);
   });
 
   it("lowering a role keeps the connection (every role that can subscribe gets the same events) and records the new role", async () => {

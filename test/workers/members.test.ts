@@ -56,20 +56,25 @@ describe("site members", () => {
     expect(rows.map((r) => r.role)).toEqual(["operator"]);
   });
 
-  it("refuses viewers and operators adding members (403), and strangers even listing them", async () => {
+  it("refuses viewers and operators adding members (403); to strangers the site does not exist (404)", async () => {
     const { operator, viewer, stranger, siteId } = await siteWithRoles();
     const extra = await signup();
-    for (const who of [viewer, operator, stranger]) {
+    for (const who of [viewer, operator]) {
       const res = await addMember(who.token, siteId, { email: extra.email, role: "owner" });
       expect(res.status).toBe(403);
-      expect(res.json).toEqual({ detail: expect.any(String) });
+      expect(res.json).toEqual({ detail: "The owner role on this site is required" });
     }
+    const hidden = await addMember(stranger.token, siteId, { email: extra.email, role: "owner" });
+    expect(hidden.status).toBe(404);
+    expect(hidden.json).toEqual({ detail: `Site with ID '${siteId}' not found` });
     // a viewer cannot promote themselves
     expect((await addMember(viewer.token, siteId, { user_id: viewer.id, role: "owner" })).status).toBe(403);
     const rows = await db().select().from(schema.siteMemberships).where(eq(schema.siteMemberships.siteId, siteId)).all();
     expect(rows.map((r) => r.userId)).not.toContain(extra.id);
     expect(rows.find((r) => r.userId === viewer.id)?.role).toBe("viewer");
-    expect((await call(members(siteId), { token: stranger.token })).status).toBe(403);
+    const hiddenList = await call(members(siteId), { token: stranger.token });
+    expect(hiddenList.status).toBe(404);
+    expect(hiddenList.json).toEqual({ detail: `Site with ID '${siteId}' not found` });
     expect((await call(members(siteId))).status).toBe(401);
   });
 
@@ -103,7 +108,8 @@ describe("site members", () => {
     const res = await call(`${members(siteId)}/${viewer.id}`, { method: "DELETE", token: owner.token });
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ user_id: viewer.id, role: "viewer" });
-    expect((await call(`/api/v1/sites/${siteId}`, { token: viewer.token })).status).toBe(403);
+    // Removed, the former viewer no longer sees the site at all.
+    expect((await call(`/api/v1/sites/${siteId}`, { token: viewer.token })).status).toBe(404);
     expect((await call(`${members(siteId)}/${viewer.id}`, { method: "DELETE", token: owner.token })).status).toBe(404);
     const last = await call(`${members(siteId)}/${owner.id}`, { method: "DELETE", token: owner.token });
     expect(last.status).toBe(400);
@@ -111,7 +117,7 @@ describe("site members", () => {
     // with a second owner, the first may leave
     await addMember(owner.token, siteId, { user_id: operator.id, role: "owner" });
     expect((await call(`${members(siteId)}/${owner.id}`, { method: "DELETE", token: owner.token })).status).toBe(200);
-    expect((await call(`/api/v1/sites/${siteId}`, { token: owner.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: owner.token })).status).toBe(404);
   });
 
   it("keeps the last owner when the owner is demoted through add", async () => {
@@ -166,7 +172,7 @@ describe("tenant roles", () => {
     expect(detail.status).toBe(200);
     expect(detail.json.tenant_id).toBe(tenantId);
     expect((await call(`/api/v1/sites/${siteId}/health`, { token: tenantViewer.token })).status).toBe(200);
-    expect((await call(`/api/v1/sites/${outside}`, { token: tenantViewer.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${outside}`, { token: tenantViewer.token })).status).toBe(404);
     // viewer through the tenant: may read members but not add them
     expect((await call(members(siteId), { token: tenantViewer.token })).status).toBe(200);
     const stranger = await signup();
@@ -182,6 +188,10 @@ describe("tenant roles", () => {
     expect(refused.status).toBe(403);
     const unknown = await call("/api/v1/sites/sites", { method: "POST", token: tenantOwner.token, body: { name: "x", tenant_id: "NO-SUCH-TENANT" } });
     expect(unknown.status).toBe(404);
+    // To a user with no role in the tenant, it does not exist.
+    const hidden = await call("/api/v1/sites/sites", { method: "POST", token: stranger.token, body: { name: "x", tenant_id: tenantId } });
+    expect(hidden.status).toBe(404);
+    expect(hidden.json).toEqual({ detail: `Tenant with ID '${tenantId}' not found` });
   });
 
   it("the higher of site and tenant role applies", async () => {

@@ -177,18 +177,27 @@ describe("OpenAPI document", () => {
 
 describe("documentation pages", () => {
   it("serve Swagger UI and ReDoc from local assets", async () => {
-    for (const [path, assets] of [["/docs", ["/vendor/swagger-ui/swagger-ui-bundle.js", "/vendor/swagger-ui/swagger-ui.css"]], ["/redoc", ["/vendor/redoc/redoc.standalone.js"]]] as const) {
+    const pages = [
+      ["/docs", ["/vendor/swagger-ui/swagger-ui-bundle.js", "/vendor/swagger-ui/swagger-ui.css"], "/docs-ui/swagger-ui-init.js"],
+      ["/redoc", ["/vendor/redoc/redoc.standalone.js"], "/docs-ui/redoc.css"],
+    ] as const;
+    for (const [path, bundles, own] of pages) {
       const res = await call(path);
       expect(res.status, path).toBe(200);
       expect(res.headers.get("Content-Type"), path).toMatch(/text\/html/);
-      expect(res.text, path).toContain("/openapi.json");
       expect(res.text, path).not.toMatch(/(src|href)="https?:/);
-      for (const asset of assets) {
+      for (const asset of bundles) {
         expect(res.text).toContain(asset);
         const file = await env.ASSETS!.fetch(`http://fleet.test${asset}`);
         expect(file.status, asset).toBe(200);
         expect((await file.arrayBuffer()).byteLength, asset).toBeGreaterThan(1000);
       }
+      // The page's own start-up script or stylesheet (a file: the page's policy forbids inline code).
+      expect(res.text).toContain(own);
+      const file = await env.ASSETS!.fetch(`http://fleet.test${own}`);
+      expect(file.status, own).toBe(200);
+      // ReDoc names the document in its element, Swagger UI in its start-up script.
+      expect(res.text + (await file.text()), path).toContain("/openapi.json");
     }
   });
 });

@@ -60,7 +60,7 @@ describe("path forms", () => {
     expect(bodies[0].sites.map((s: { site_id: string }) => s.site_id)).toEqual([b, a]);
   });
 
-  it("detail and health forms answer identically, including 403 and 404", async () => {
+  it("detail and health forms answer identically, including the 404 of a site hidden from the caller", async () => {
     const owner = await signup();
     const stranger = await signup();
     const siteId = await createSite(owner.token);
@@ -73,7 +73,8 @@ describe("path forms", () => {
       expectDeprecation(forms[1], legacy.headers);
       for (const p of forms) {
         const denied = await call(p, { token: stranger.token });
-        expect(denied.status, p).toBe(403);
+        expect(denied.status, p).toBe(404);
+        expect(denied.json, p).toEqual({ detail: `Site with ID '${siteId}' not found` });
         expectDeprecation(p, denied.headers);
       }
     }
@@ -134,7 +135,7 @@ describe("create", () => {
     expect(dup.status).toBe(409);
     expect(dup.json).toEqual({ detail: expect.stringContaining(siteId) });
     // the other user did not become a member of the existing site
-    expect((await call(`/api/v1/sites/${siteId}`, { token: other.token })).status).toBe(403);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: other.token })).status).toBe(404);
   });
 
   it("gives one success and 409s when the same id is created concurrently", async () => {
@@ -187,18 +188,30 @@ describe("access", () => {
     expect((await call(`/api/v1/sites/${siteId}/health`, { token: a.token })).status).toBe(200);
   });
 
-  it("gives a non-member 403 on detail and health and records permission_denied", async () => {
+  it("gives a non-member the very 404 of an unknown site on detail and health, and records permission_denied", async () => {
     const owner = await signup();
     const stranger = await signup();
     const siteId = await createSite(owner.token);
-    const res = await call(`/api/v1/sites/${siteId}`, { token: stranger.token });
-    expect(res.status).toBe(403);
-    expect(res.json).toEqual({ detail: expect.any(String) });
-    expect((await call(`/api/v1/sites/${siteId}/health`, { token: stranger.token })).status).toBe(403);
+    const unknownId = unique("SITE-");
+    for (const suffix of ["", "/health"]) {
+      const hidden = await call(`/api/v1/sites/${siteId}${suffix}`, { token: stranger.token });
+      const unknown = await call(`/api/v1/sites/${unknownId}${suffix}`, { token: stranger.token });
+      expect(hidden.status).toBe(404);
+      expect(unknown.status).toBe(404);
+      // Byte for byte the same body once the id is swapped: nothing tells the two apart.
+      expect(hidden.text.replace(siteId, "<id>")).toBe(unknown.text.replace(unknownId, "<id>"));
+    }
     const denied = await db().select().from(schema.auditLogs)
       .where(and(eq(schema.auditLogs.eventType, "permission_denied"), eq(schema.auditLogs.siteId, siteId))).all();
     expect(denied.length).toBe(2);
-    expect(denied[0].userId).toBe(stranger.id);
+    // The caller is named in the metadata only: events whose user is the caller are theirs to read,
+    // and this one would tell them the site exists.
+    expect(denied[0].userId).toBeNull();
+    expect(denied[0].eventMetadata).toMatchObject({ caller_user_id: stranger.id, answered: 404 });
+    const own = await call("/api/v1/audit/events?limit=500", { token: stranger.token });
+    expect(JSON.stringify(own.json)).not.toContain(siteId);
+    const stats = await call("/api/v1/audit/statistics", { token: stranger.token });
+    expect(stats.json.statistics.events_by_type.permission_denied ?? 0).toBe(0);
   });
 
   it("lets a viewer read detail and health", async () => {

@@ -39,7 +39,7 @@ export function agentsRoutes(mount: MountOptions) {
       description: "A simulated agent is brought up to now by its site's hub (lifecycle steps due, health computed at this moment, telemetry for unwatched time); a real device's view comes from its presence, latest telemetry and DNA. A suspended or retired device has no running agent (409).",
       request: { params: DeviceParams },
       responses: { 200: jsonResponse(s.AgentDetail, "The agent") },
-      errors: [403, 404, 409],
+      errors: [404, 409],
     }),
     async (c) => {
       const { device } = grantedDevice(c);
@@ -71,7 +71,7 @@ export function agentsRoutes(mount: MountOptions) {
       method: "get", path: `/{device_id}/${kind}`, auth: "user", access: { device: "viewer" }, deprecated, tags: TAGS, summary, description,
       request: { params: DeviceParams, query: s.PeriodQuery },
       responses: { 200: jsonResponse(schema, summary) },
-      errors: [403, 404, 409],
+      errors: [404, 409],
     });
 
   /** The caller's device and period, checked: what every series handler starts from. */

@@ -82,7 +82,7 @@ export function deviceCommandRoutes(mount: MountOptions) {
       description: "Viewer role on the device's site. Filter by `status`; paged with `limit` (default 50, max 500) and `offset`; `total` counts all matches. Finished commands are kept 30 days.",
       request: { params: s.DeviceParams, query: s.CommandListQuery },
       responses: { 200: jsonResponse(s.CommandList, "Commands") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const q = c.req.valid("query");
@@ -139,7 +139,7 @@ export function commandRoutes(mount: MountOptions) {
       description: "Viewer role on the command's site. The command is found through a small index of command id → site written when it was queued; its state is read live from the site's hub.",
       request: { params: s.CommandParams },
       responses: { 200: jsonResponse(s.CommandSchema, "The command") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => c.json(await readCommand(c.env, grantedCommand(c)), 200),
   );

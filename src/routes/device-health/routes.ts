@@ -38,7 +38,7 @@ export function deviceHealthRoutes(mount: MountOptions) {
       description: "A simulated agent's health is computed on demand at this moment from its model (no health checks run for a site nobody watches); a real device's is built from its presence and latest telemetry (partial). `agent_state` is the lifecycle state.",
       request: { params: DeviceParams },
       responses: { 200: jsonResponse(s.DeviceHealthResponse, "Health") },
-      errors: [403, 404, 409],
+      errors: [404, 409],
     }),
     async (c) => {
       const { device } = grantedDevice(c);

@@ -84,7 +84,7 @@ export function deviceRoutes(mount: MountOptions) {
       description: "Status, last_seen, enrollment_method, device_source, DNA and the current lifecycle epoch. Never the api_key or its hash.",
       request: { params: s.DeviceParams },
       responses: { 200: jsonResponse(s.DeviceDetail, "The device") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const { device } = grantedDevice(c);
@@ -164,7 +164,7 @@ export function siteDeviceRoutes(mount: MountOptions) {
       description: "An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.",
       request: { params: s.SiteParams },
       responses: { 200: jsonResponse(z.array(s.DeviceListItem), "Devices") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");

@@ -60,7 +60,7 @@ siteEnrolmentRoutes.openapi(
     summary: "Registered devices by enrolment method",
     request: { params: SiteParams },
     responses: { 200: jsonResponse(SiteStats, "Counts") },
-    errors: [403, 404],
+    errors: [404],
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");

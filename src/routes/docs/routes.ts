@@ -19,21 +19,42 @@ const SWAGGER = page(
   `<link rel="stylesheet" href="/vendor/swagger-ui/swagger-ui.css"><link rel="icon" href="/vendor/swagger-ui/favicon-32x32.png">`,
   `<div id="swagger-ui"></div>
 <script src="/vendor/swagger-ui/swagger-ui-bundle.js"></script>
-<script>window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", deepLinking: true, persistAuthorization: true });</script>`,
+<script src="/docs-ui/swagger-ui-init.js"></script>`,
 );
-
-// ReDoc 2.x always draws a "by Redocly" logo fetched from cdn.redoc.ly (no option turns it off). Images
-// may come only from this origin or data: URIs, so the browser never makes that request (ReDoc then just
-// hides the logo). test/e2e/docs-browser.test.ts fails on any request leaving the service. The icon link
-// spares browsers a 404 on /favicon.ico.
-const REDOC_CSP = "img-src 'self' data:";
 
 const REDOC = page(
   "Fleet Edge API — ReDoc",
-  `<style>body { margin: 0; padding: 0; }</style><link rel="icon" href="/vendor/swagger-ui/favicon-32x32.png">`,
+  `<link rel="stylesheet" href="/docs-ui/redoc.css"><link rel="icon" href="/vendor/swagger-ui/favicon-32x32.png">`,
   `<redoc spec-url="/openapi.json"></redoc>
 <script src="/vendor/redoc/redoc.standalone.js"></script>`,
 );
+
+/**
+ * The documentation pages' Content-Security-Policy: scripts, styles, fonts and data only from this
+ * origin (the bundles are served from public/vendor, the start-up code from public/docs-ui), nothing
+ * inline or evaluated, no framing, no form posts. `extra` loosens one directive for one page.
+ *
+ * ReDoc 2.x always draws a "by Redocly" logo fetched from cdn.redoc.ly (no option turns it off); since
+ * images may come only from this origin or data: URIs, the browser refuses that one request and
+ * ReDoc hides the logo. ReDoc styles itself with styled-components, which writes <style> elements at
+ * run time, and runs its search index in a worker made from a blob: URL.
+ */
+const docsPolicy = (extra: Record<string, string> = {}) =>
+  Object.entries({
+    "default-src": "'none'",
+    "script-src": "'self'",
+    "style-src": "'self'",
+    "img-src": "'self' data:",
+    "font-src": "'self' data:",
+    "connect-src": "'self'",
+    "frame-ancestors": "'none'",
+    "base-uri": "'none'",
+    "form-action": "'none'",
+    ...extra,
+  }).map(([directive, sources]) => `${directive} ${sources}`).join("; ");
+
+export const SWAGGER_UI_CSP = docsPolicy();
+export const REDOC_CSP = docsPolicy({ "style-src": "'self' 'unsafe-inline'", "worker-src": "blob:" });
 
 type Document = { paths?: Record<string, Record<string, { operationId?: string } & Record<string, unknown>>> };
 
@@ -74,7 +95,7 @@ export function docsRoutes(buildDocument: () => object) {
   );
   app.openapi(
     apiRoute({ method: "get", path: "/docs", auth: "none", tags: ["Service"], summary: "Interactive API documentation (Swagger UI)", responses: { 200: html("Swagger UI") } }),
-    (c) => c.html(SWAGGER, 200),
+    (c) => c.html(SWAGGER, 200, { "Content-Security-Policy": SWAGGER_UI_CSP }),
   );
   app.openapi(
     apiRoute({ method: "get", path: "/redoc", auth: "none", tags: ["Service"], summary: "API reference (ReDoc)", responses: { 200: html("ReDoc") } }),

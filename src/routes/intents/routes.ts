@@ -20,7 +20,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "post",
     path: BASE,
-    auth: "user", access: { site: "operator" },
+    auth: "user", access: { site: "operator", outsider: "forbidden" },
     tags: TAGS,
     summary: "Create an enrolment intent (operator)",
     description:
@@ -54,7 +54,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "get",
     path: BASE,
-    auth: "user", access: { site: "viewer" },
+    auth: "user", access: { site: "viewer", outsider: "forbidden" },
     tags: TAGS,
     summary: "List a site's enrolment intents",
     description: "Newest first, optionally filtered by `status`; `limit` (default 50, max 500) and `offset` page through `total`.",
@@ -74,7 +74,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "get",
     path: `${BASE}/{intent_id}`,
-    auth: "user", access: { site: "viewer" },
+    auth: "user", access: { site: "viewer", outsider: "forbidden" },
     tags: TAGS,
     summary: "Enrolment intent detail",
     description: "Full details (never the token hash). An intent of another site is 404 under this site's path.",
@@ -92,7 +92,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "put",
     path: `${BASE}/{intent_id}`,
-    auth: "user", access: { site: "operator" },
+    auth: "user", access: { site: "operator", outsider: "forbidden" },
     tags: TAGS,
     summary: "Approve, reject or revoke a pending intent (operator)",
     description:
@@ -118,7 +118,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "post",
     path: `${BASE}/{intent_id}/revoke`,
-    auth: "user", access: { site: "operator" },
+    auth: "user", access: { site: "operator", outsider: "forbidden" },
     tags: TAGS,
     summary: "Revoke a pending or approved intent (operator)",
     description:
@@ -140,7 +140,7 @@ siteIntentRoutes.openapi(
   apiRoute({
     method: "post",
     path: `${BASE}/{intent_id}/regenerate-token`,
-    auth: "user", access: { site: "operator" },
+    auth: "user", access: { site: "operator", outsider: "forbidden" },
     tags: TAGS,
     summary: "Issue a new claim token (operator)",
     description:

@@ -49,10 +49,10 @@ export function jobRoutes(mount: MountOptions) {
     apiRoute({
       method: "get", path: "/", auth: "user", access: { site: "viewer", from: "query" }, deprecated, tags: TAGS,
       summary: "List jobs, newest first",
-      description: "Jobs of the sites the caller can read (administrators: all), optionally of one `site_id` (403/404 as for the site) and one `status`; paged with `limit` (default 50, max 500) and `offset`, with `total`.",
+      description: "Jobs of the sites the caller can read (administrators: all), optionally of one `site_id` (404 when the site is unknown or not visible to the caller) and one `status`; paged with `limit` (default 50, max 500) and `offset`, with `total`.",
       request: { query: s.JobListQuery },
       responses: { 200: jsonResponse(s.JobList, "Jobs") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const q = c.req.valid("query");
@@ -68,7 +68,7 @@ export function jobRoutes(mount: MountOptions) {
       description: `The Job object plus \`counts\` and \`executions\` (one per target device: its command, status, result). Viewer role on the job's site. Executions follow their commands within about a second. ${LIFECYCLE}`,
       request: { params: s.JobParams },
       responses: { 200: jsonResponse(s.JobDetail, "The job") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const { job, executions } = await readJob(c.var.db, grantedJob(c));

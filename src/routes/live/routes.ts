@@ -85,7 +85,6 @@ export function liveRoutes() {
       description: "For browsers, which cannot send an Authorization header when opening a WebSocket: pass it as `?ticket=` to `GET /api/v1/sites/{site_id}/ws` (or `/events`) within 60 s. Valid once, for this site and this user; only its hash is stored, and that hash is the `ticket_id` by which you can revoke it (`DELETE …/ws-ticket/{ticket_id}`). Viewer role.",
       request: { params: SiteParams },
       responses: { 201: jsonResponse(WsTicket, "Ticket") },
-      errors: [403, 404],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
@@ -95,7 +94,7 @@ export function liveRoutes() {
 
   app.openapi(
     apiRoute({
-      method: "delete", path: "/{site_id}/ws-ticket/{ticket_id}", auth: "user", tags: TAGS,
+      method: "delete", path: "/{site_id}/ws-ticket/{ticket_id}", auth: "user", access: { site: "viewer" }, tags: TAGS,
       summary: "Revoke one of your WebSocket tickets",
       description: `An unused ticket can no longer be redeemed; a used one has the subscription it opened closed at once (close code ${LIVE_REVOKED_CLOSE_CODE}, reason "${LIVE_REVOKED_REASON}"). \`ticket_id\` is the one \`POST …/ws-ticket\` answered. Only your own tickets: anything else is 404.`,
       request: { params: TicketParams },
@@ -113,7 +112,7 @@ export function liveRoutes() {
       method: "get", path: "/{site_id}/ws", auth: "user", authenticate: subscriberAuth, access: { site: "viewer" }, tags: TAGS,
       summary: "Subscribe to the site's live channel (WebSocket)",
       description: [
-        "Upgrades to a WebSocket held by the site's hub (hibernation: idle connections cost nothing). Viewer role; authenticate with the bearer token, the `access_token` cookie or a one-use `?ticket=`. A caller without access is refused (401/403/404) before the upgrade.",
+        "Upgrades to a WebSocket held by the site's hub (hibernation: idle connections cost nothing). Viewer role; authenticate with the bearer token, the `access_token` cookie or a one-use `?ticket=`. A caller without access is refused before the upgrade: 401 without valid credentials, 404 for a site that is unknown or not visible to the caller, 403 for a cookie from a foreign origin.",
         "Every message is a JSON `LiveEvent` `{seq, type, site_id, ts, data}`, in seq order. With `?since=<seq>` the events after it still in the replay ring (the last 2000) come first; when that is not far enough back a `stream.truncated` message says so. Send the text `ping` to get `pong` (answered without waking the hub), or `{\"type\":\"replay\",\"since\":<seq>}` to replay again: at most 5 replays in a burst, then one every 10 s; a replay over that limit is answered with a `stream.error` `LiveControlMessage` (`code: \"replay_rate_limited\"`, `retry_after_s`) instead.",
         SUBSCRIBER_RULES,
         "Without an `Upgrade: websocket` header the answer is 200 with the channel's position (`last_seq`, `oldest_seq`, `subscribers`).",
@@ -126,7 +125,7 @@ export function liveRoutes() {
         },
         200: jsonResponse(ChannelState, "No upgrade requested: the channel's position"),
       },
-      errors: [403, 404, 429],
+      errors: [403, 429],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
@@ -151,7 +150,7 @@ export function liveRoutes() {
       responses: {
         200: { description: "The event stream", content: { "text/event-stream": { schema: z.string().openapi({ example: "id: 42\ndata: {\"seq\":42,\"type\":\"device.status\",\"site_id\":\"STORE-001\",\"ts\":\"2026-01-01T12:00:00.000Z\",\"data\":{\"device_id\":\"POS-1\",\"previous\":\"online\",\"status\":\"offline\"}}\n\n" }) } } },
       },
-      errors: [403, 404, 429],
+      errors: [403, 429],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");

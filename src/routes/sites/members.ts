@@ -23,7 +23,7 @@ siteMemberRoutes.openapi(
     description: "Viewer role. E-mail addresses are listed for the site's owners (including owners through the tenant) and administrators only; everyone else sees user ids and usernames.",
     request: { params: s.SiteParams },
     responses: { 200: jsonResponse(s.MemberList, "Members") },
-    errors: [403, 404],
+    errors: [404],
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");

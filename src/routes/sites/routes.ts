@@ -61,7 +61,7 @@ export function siteRoutes(mount: MountOptions) {
       summary: "Site detail",
       request: { params: s.SiteParams },
       responses: { 200: jsonResponse(s.SiteDetail, "The site") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const { site } = grantedSite(c);
@@ -80,7 +80,7 @@ export function siteRoutes(mount: MountOptions) {
       description: "Device counts by live status and the device list with last_seen, served by the site's hub from live presence.",
       request: { params: s.SiteParams },
       responses: { 200: jsonResponse(s.SiteHealth, "Site health") },
-      errors: [403, 404],
+      errors: [404],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");

@@ -1,16 +1,16 @@
 import { z } from "@hono/zod-openapi";
 import { lineText } from "../../lib/text";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { forbidden } from "../../lib/errors";
 import type { AppEnv } from "../../env";
 import type { Context } from "hono";
 import { recordAudit } from "../../services/audit";
 import { pendingInvitations, revokeInvitation, toInvitation } from "../../services/invitations";
 import {
-  addTenantMember, createTenant, getTenant, listTenantMembers, listTenants, removeMemberFromTenant, tenantRole,
+  addTenantMember, createTenant, listTenantMembers, listTenants, removeMemberFromTenant,
 } from "../../services/tenants";
 import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
 import { AddMemberBody, Invitation, InvitationList, Member, MemberList } from "../sites/schema";
+import { authorizeTenant } from "../../services/access";
 
 const TAGS = ["Tenants"];
 
@@ -58,8 +58,7 @@ tenantRoutes.openapi(
 
 /** The tenant exists and the caller owns it (administrators own every tenant). */
 async function requireTenantOwner(c: Context<AppEnv>, tenantId: string) {
-  await getTenant(c.var.db, tenantId);
-  if ((await tenantRole(c.var.db, c.var.user!, tenantId)) !== "owner") throw forbidden("The owner role on this tenant is required");
+  await authorizeTenant(c.var.db, c.var.user!, tenantId, "owner");
 }
 
 tenantRoutes.openapi(
@@ -68,13 +67,11 @@ tenantRoutes.openapi(
     description: "E-mail addresses are listed for the tenant's owners and administrators only; other members see user ids and usernames.",
     request: { params: TenantParams },
     responses: { 200: jsonResponse(MemberList, "Members") },
-    errors: [403, 404],
+    errors: [404],
   }),
   async (c) => {
     const { tenant_id } = c.req.valid("param");
-    await getTenant(c.var.db, tenant_id);
-    const role = await tenantRole(c.var.db, c.var.user!, tenant_id);
-    if (!role) throw forbidden("You do not have access to this tenant");
+    const { role } = await authorizeTenant(c.var.db, c.var.user!, tenant_id, "viewer");
     return c.json({ members: await listTenantMembers(c.var.db, tenant_id, { withEmails: role === "owner" }) }, 200);
   },
 );
