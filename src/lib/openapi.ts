@@ -3,6 +3,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
 import { requireAccess, type AccessRule } from "../middleware/access";
+import { requireUserOrDevice } from "../middleware/user-or-device";
 import { ApiError, type ValidationIssue } from "./errors";
 
 export const ErrorSchema = z
@@ -14,8 +15,11 @@ export const ErrorSchema = z
   })
   .openapi("Error");
 
-/** `device-in-hub`: device credentials admitted by the hub call the handler makes (see identifyDeviceForHub). */
-export type AuthMode = "none" | "user" | "admin" | "device" | "device-in-hub";
+/**
+ * `device-in-hub`: device credentials admitted by the hub call the handler makes (see identifyDeviceForHub).
+ * `user-or-device`: either; device headers, when present, decide (see requireUserOrDevice).
+ */
+export type AuthMode = "none" | "user" | "admin" | "device" | "device-in-hub" | "user-or-device";
 
 const SECURITY: Record<AuthMode, RouteConfig["security"]> = {
   none: [],
@@ -23,6 +27,7 @@ const SECURITY: Record<AuthMode, RouteConfig["security"]> = {
   admin: [{ bearerAuth: [] }, { cookieAuth: [] }],
   device: [{ deviceId: [], deviceApiKey: [] }],
   "device-in-hub": [{ deviceId: [], deviceApiKey: [] }],
+  "user-or-device": [{ bearerAuth: [] }, { cookieAuth: [] }, { deviceId: [], deviceApiKey: [] }],
 };
 
 const AUTH_MIDDLEWARE: Record<AuthMode, MiddlewareHandler<AppEnv>[]> = {
@@ -31,6 +36,7 @@ const AUTH_MIDDLEWARE: Record<AuthMode, MiddlewareHandler<AppEnv>[]> = {
   admin: [requireUser, requireAdmin],
   device: [requireDevice],
   "device-in-hub": [identifyDeviceForHub],
+  "user-or-device": [requireUserOrDevice],
 };
 
 const errorResponse = (description: string) => ({
@@ -60,6 +66,8 @@ type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
   errors?: ErrorCode[];
   /** Marks unversioned compatibility paths. */
   deprecated?: boolean;
+  /** The detail of this route's 401, where something other than the standard one is promised. */
+  unauthenticatedDetail?: string;
 };
 
 /**
@@ -67,10 +75,10 @@ type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
  * so the OpenAPI document cannot drift from what the route enforces.
  */
 export function apiRoute<const R extends ApiRouteConfig>(config: R) {
-  const { auth, access, errors = [], ...route } = config;
+  const { auth, access, errors = [], unauthenticatedDetail, ...route } = config;
   const codes = new Set<ErrorCode>(errors);
   if (auth !== "none") codes.add(401);
-  if (auth === "admin" || auth === "device" || auth === "device-in-hub") codes.add(403);
+  if (auth === "admin" || auth === "device" || auth === "device-in-hub" || auth === "user-or-device") codes.add(403);
   if (access) {
     codes.add(403);
     codes.add(404);
@@ -83,12 +91,27 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
   const errorResponses = Object.fromEntries(
     [...codes].sort().map((code) => [code, errorResponse(STANDARD_ERRORS[code])]),
   );
+  const authMiddleware = unauthenticatedDetail ? AUTH_MIDDLEWARE[auth].map((m) => withUnauthenticatedDetail(m, unauthenticatedDetail)) : AUTH_MIDDLEWARE[auth];
   return createRoute({
-    ...(route as Omit<R, "auth" | "access" | "errors">),
+    ...(route as Omit<R, "auth" | "access" | "errors" | "unauthenticatedDetail">),
     security: SECURITY[auth],
-    middleware: access ? [...AUTH_MIDDLEWARE[auth], accessCheck(access, route.request)] : AUTH_MIDDLEWARE[auth],
+    middleware: access ? [...authMiddleware, accessCheck(access, route.request)] : authMiddleware,
     responses: { ...errorResponses, ...route.responses },
-  } as Omit<R, "auth" | "access" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
+  } as Omit<R, "auth" | "access" | "errors" | "unauthenticatedDetail"> & { middleware: MiddlewareHandler<AppEnv>[] });
+}
+
+/** The same authentication, answering its 401 with the given detail. */
+function withUnauthenticatedDetail(middleware: MiddlewareHandler<AppEnv>, detail: string): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    let passed = false;
+    try {
+      await middleware(c, async () => { passed = true; });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) throw new ApiError(401, detail, error.headers);
+      throw error;
+    }
+    if (passed) await next();
+  };
 }
 
 function accessCheck(rule: AccessRule, request: RouteConfig["request"]) {
