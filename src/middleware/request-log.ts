@@ -35,7 +35,8 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
   const durationMs = performance.now() - started;
   const rollups = requestRollupsFor(c.env);
   rollups.record({ route: answeringRoute(c), method: c.req.method, status: c.res.status, durationMs, at: Date.now() });
-  c.executionCtx.waitUntil(rollups.flushSoon());
+  const rollupWrite = rollups.flushSoon();
+  if (rollupWrite) c.executionCtx.waitUntil(rollupWrite);
   const errorDetail = c.res.status >= 400 ? await c.res.clone().json<{ detail?: unknown }>().catch(() => undefined) : undefined;
   const entry = {
     requestId: c.var.requestId,
@@ -50,5 +51,6 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
     responseSize: Number(c.res.headers.get("Content-Length") ?? 0) || null,
     errorMessage: typeof errorDetail?.detail === "string" ? errorDetail.detail : errorDetail ? JSON.stringify(errorDetail.detail) : null,
   };
-  c.executionCtx.waitUntil(requestLogFor(c.env, c.var.db).add(entry));
+  const rawWrite = requestLogFor(c.env).add(entry);
+  if (rawWrite) c.executionCtx.waitUntil(rawWrite);
 });

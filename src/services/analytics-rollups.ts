@@ -39,9 +39,14 @@ export class RequestRollups {
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   ) {}
 
+  /** The current hour's start as ISO, computed once an hour rather than once a request. */
+  private hour = { start: Number.NaN, iso: "" };
+
   record(sample: RequestSample) {
+    const hourStart = periodStart("hour", sample.at);
+    if (hourStart !== this.hour.start) this.hour = { start: hourStart, iso: new Date(hourStart).toISOString() };
     const key: Key = {
-      bucket_start: new Date(periodStart("hour", sample.at)).toISOString(),
+      bucket_start: this.hour.iso,
       route: sample.route,
       method: sample.method,
       status_class: Math.min(5, Math.max(1, Math.floor(sample.status / 100))),
@@ -50,18 +55,18 @@ export class RequestRollups {
   }
 
   /**
-   * The write a request hands to `waitUntil`: at once when the last flush started 10 s ago or
-   * more, otherwise when 10 s will have passed. Every request until then shares the same promise;
-   * a request after it started schedules the following one.
+   * Schedules the next write: at once when the last flush started 10 s ago or more, otherwise
+   * when 10 s will have passed. Returns the write for the request that scheduled it to hand to
+   * `waitUntil` (which keeps it alive until done); undefined when one is already scheduled, whose
+   * write then includes this request's share.
    */
-  flushSoon(): Promise<void> {
-    if (!this.next) {
-      const wait = Math.max(0, this.lastFlushAt + ROLLUP_FLUSH_INTERVAL_MS - this.clock.now());
-      this.next = this.sleep(wait).then(() => {
-        this.next = undefined;
-        return this.flush();
-      });
-    }
+  flushSoon(): Promise<void> | undefined {
+    if (this.next) return undefined;
+    const wait = Math.max(0, this.lastFlushAt + ROLLUP_FLUSH_INTERVAL_MS - this.clock.now());
+    this.next = this.sleep(wait).then(() => {
+      this.next = undefined;
+      return this.flush();
+    });
     return this.next;
   }
 
@@ -116,8 +121,15 @@ export function requestRollupsFor(env: Env): RequestRollups {
   return found;
 }
 
+const templates = new Map<string, string>();
+
 /** Hono's `/devices/:device_id{[0-9]+}` → `/devices/{device_id}`, the form the OpenAPI document uses. */
 export function routeTemplate(path: string): string {
-  const template = path.replace(/:(\w+)(\{[^}]*\})?\??/g, "{$1}");
-  return template.length > 1 ? template.replace(/\/+$/, "") : template;
+  let template = templates.get(path);
+  if (template === undefined) {
+    template = path.replace(/:(\w+)(\{[^}]*\})?\??/g, "{$1}");
+    if (template.length > 1) template = template.replace(/\/+$/, "");
+    templates.set(path, template);
+  }
+  return template;
 }

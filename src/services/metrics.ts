@@ -20,6 +20,9 @@ function windowRows(window: RollupWindow): { sql: string; params: string[] } {
   };
 }
 
+/** The window's histograms of one group as a single JSON array: one string to move, not one per row. */
+const HISTOGRAMS = "'[' || group_concat(histogram) || ']' AS histograms";
+
 const windowFields = (hours: number, window: RollupWindow) => ({ hours, since: iso(window.since), until: iso(window.until) });
 
 // ---- api-performance ----------------------------------------------------------------------------
@@ -60,9 +63,10 @@ export async function apiPerformance(d1: D1Database, q: { hours: number; endpoin
   const rows = windowRows(window);
   const filter = q.endpoint ? " AND route = ?" : "";
   const { results } = await d1.prepare(
-    `SELECT route, method, status_class, count, sum_ms, min_ms, max_ms, histogram FROM request_rollups WHERE ${rows.sql}${filter}`,
+    `SELECT route, method, status_class, sum(count) AS count, sum(sum_ms) AS sum_ms, min(min_ms) AS min_ms, max(max_ms) AS max_ms, ${HISTOGRAMS}
+     FROM request_rollups WHERE ${rows.sql}${filter} GROUP BY route, method, status_class`,
   ).bind(...rows.params, ...(q.endpoint ? [q.endpoint] : [])).all<{
-    route: string; method: string; status_class: number; count: number; sum_ms: number; min_ms: number; max_ms: number; histogram: string;
+    route: string; method: string; status_class: number; count: number; sum_ms: number; min_ms: number; max_ms: number; histograms: string;
   }>();
   const total = new RequestAggregate();
   const byEndpoint = new Map<string, { endpoint: string; method: string; aggregate: RequestAggregate }>();
@@ -71,7 +75,7 @@ export async function apiPerformance(d1: D1Database, q: { hours: number; endpoin
     let entry = byEndpoint.get(id);
     if (!entry) byEndpoint.set(id, (entry = { endpoint: row.route, method: row.method, aggregate: new RequestAggregate() }));
     for (const a of [entry.aggregate, total]) {
-      a.mergeStored({ count: row.count, valued: row.count, sum: row.sum_ms, min: row.min_ms, max: row.max_ms, histogram: row.histogram });
+      a.mergeStored({ count: row.count, valued: row.count, sum: row.sum_ms, min: row.min_ms, max: row.max_ms, histograms: row.histograms });
       if (row.status_class === 4) a.clientErrors += row.count;
       if (row.status_class === 5) a.serverErrors += row.count;
     }
@@ -123,11 +127,12 @@ export async function jobOutcomeMetrics(d1: D1Database, q: { hours: number; jobT
     params.push(JSON.stringify(q.siteIds));
   }
   const { results } = q.siteIds?.length === 0 ? { results: [] } : await d1.prepare(
-    `SELECT job_type, scope, status, count, timed_count, sum_duration_ms, min_duration_ms, max_duration_ms, histogram
-     FROM job_outcome_rollups WHERE ${filters.join(" AND ")}`,
+    `SELECT job_type, scope, status, sum(count) AS count, sum(timed_count) AS timed_count, sum(sum_duration_ms) AS sum_duration_ms,
+            min(min_duration_ms) AS min_duration_ms, max(max_duration_ms) AS max_duration_ms, ${HISTOGRAMS}
+     FROM job_outcome_rollups WHERE ${filters.join(" AND ")} GROUP BY job_type, scope, status`,
   ).bind(...params).all<{
     job_type: string; scope: Scope; status: string; count: number; timed_count: number; sum_duration_ms: number;
-    min_duration_ms: number | null; max_duration_ms: number | null; histogram: string;
+    min_duration_ms: number | null; max_duration_ms: number | null; histograms: string;
   }>();
   const fresh = () => ({ job: new OutcomeAggregate(), execution: new OutcomeAggregate() });
   const totals = fresh();
@@ -136,7 +141,7 @@ export async function jobOutcomeMetrics(d1: D1Database, q: { hours: number; jobT
     let entry = byType.get(row.job_type);
     if (!entry) byType.set(row.job_type, (entry = fresh()));
     for (const a of [entry[row.scope], totals[row.scope]]) {
-      a.mergeStored({ count: row.count, valued: row.timed_count, sum: row.sum_duration_ms, min: row.min_duration_ms, max: row.max_duration_ms, histogram: row.histogram });
+      a.mergeStored({ count: row.count, valued: row.timed_count, sum: row.sum_duration_ms, min: row.min_duration_ms, max: row.max_duration_ms, histograms: row.histograms });
       if (isOutcomeStatus(row.status)) a.byStatus[row.status] += row.count;
     }
   }

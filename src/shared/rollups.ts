@@ -62,10 +62,23 @@ export class Aggregate {
     for (const [bucket, n] of other.histogram) this.histogram.set(bucket, (this.histogram.get(bucket) ?? 0) + n);
   }
 
-  /** Adds a stored row (its histogram as stored JSON). */
-  mergeStored(row: { count: number; valued: number; sum: number; min: number | null; max: number | null; histogram: string }) {
-    const parsed = JSON.parse(row.histogram) as StoredHistogram;
-    this.merge({ ...row, histogram: Object.entries(parsed).map(([bucket, n]): [number, number] => [Number(bucket), n]) });
+  /**
+   * Adds stored rows already summed by SQL: their count, valued count, sum, min and max, and their
+   * histograms as one JSON array (`'[' || group_concat(histogram) || ']'`), which moves far less
+   * than a row per histogram would.
+   */
+  mergeStored(rows: { count: number; valued: number; sum: number; min: number | null; max: number | null; histograms: string }) {
+    this.count += rows.count;
+    this.valued += rows.valued;
+    this.sum += rows.sum;
+    if (rows.min !== null) this.min = Math.min(this.min, rows.min);
+    if (rows.max !== null) this.max = Math.max(this.max, rows.max);
+    for (const stored of JSON.parse(rows.histograms) as StoredHistogram[]) {
+      for (const key in stored) {
+        const bucket = Number(key);
+        this.histogram.set(bucket, (this.histogram.get(bucket) ?? 0) + stored[key]);
+      }
+    }
   }
 
   storedHistogram(): StoredHistogram {
