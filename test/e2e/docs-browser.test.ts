@@ -101,7 +101,12 @@ async function open(path: string) {
   return { page, pageErrors, failed };
 }
 
-const nextFrame = (page: Page) => page.evaluate(() => new Promise<void>((resolve) => requestAnimationFrame(() => requestAnimationFrame(() => resolve()))));
+// Page scripts as strings: this project's TypeScript has no DOM types.
+const nextFrame = (page: Page) => page.evaluate("new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))");
+const scrollToTop = (page: Page) => page.evaluate("window.scrollTo(0, 0)");
+/** Scrolls most of a screen down; false once the page cannot scroll further. */
+const scrollDown = (page: Page) =>
+  page.evaluate<boolean>("(() => { const before = window.scrollY; window.scrollBy(0, Math.floor(window.innerHeight * 0.8)); return window.scrollY !== before; })()");
 
 /**
  * The operations Swagger UI drew. From 150 tags and operations on it renders the list virtually
@@ -110,18 +115,12 @@ const nextFrame = (page: Page) => page.evaluate(() => new Promise<void>((resolve
  */
 async function renderedOperations(page: Page): Promise<number> {
   const seen = new Set<string>();
-  await page.evaluate(() => window.scrollTo(0, 0));
-  for (;;) {
+  await scrollToTop(page);
+  do {
     await nextFrame(page);
     for (const id of await page.locator(".opblock").evaluateAll((blocks) => blocks.map((b) => b.id))) seen.add(id);
-    const moved = await page.evaluate(() => {
-      const before = window.scrollY;
-      window.scrollBy(0, Math.floor(window.innerHeight * 0.8));
-      return window.scrollY !== before;
-    });
-    if (!moved) break;
-  }
-  await page.evaluate(() => window.scrollTo(0, 0));
+  } while (await scrollDown(page));
+  await scrollToTop(page);
   await nextFrame(page);
   return seen.size;
 }
