@@ -20,7 +20,8 @@ import { specFromRow } from "../src/shared/job-spec";
  * succeeded) or `failed`, with `{total, succeeded, failed, cancelled, pending}` counted by the one rule
  * in src/shared/vocabulary.ts (`countTargets`); at its deadline it is `timeout`
  * and on cancel `cancelled`, and either way its open commands are cancelled. Every job transition
- * is audited, recorded as a job_outcome and published as `job.updated`.
+ * is audited and published as `job.updated`; the job's end and each device execution's end are
+ * recorded as job outcomes.
  */
 export const JOBS_SCHEMA = `
   CREATE TABLE IF NOT EXISTS job_runs (
@@ -256,10 +257,13 @@ export class JobRunner {
       job_id: jobId, device_id: deviceId, command_id: null, status, result: null, error_message: error,
       created_at: iso(now), completed_at: status === "pending" ? null : iso(now),
     }, now);
+    if (status !== "pending") this.recordExecutionOutcome(jobId, deviceId, null, status, error, 0, 0, now);
   }
 
-  private setTarget(jobId: string, deviceId: string, commandId: string | null, status: string, result: string | null, error: string | null, now: number) {
+  private setTarget(jobId: string, deviceId: string, commandId: string | null, status: string, result: string | null, error: string | null, now: number, attempts = 0) {
     const done = !isOpenCommandStatus(status);
+    const wasDone = this.sql.exec<{ status: string }>("SELECT status FROM job_targets WHERE job_id = ? AND device_id = ?", jobId, deviceId)
+      .toArray().some((t) => !isOpenCommandStatus(t.status));
     this.sql.exec(
       `UPDATE job_targets SET command_id = coalesce(?, command_id), status = ?, result = ?, error_message = ?, completed_ms = ?
        WHERE job_id = ? AND device_id = ?`,
@@ -270,6 +274,19 @@ export class JobRunner {
       job_id: jobId, device_id: deviceId, command_id: row.command_id, status, result: result === null ? null : JSON.parse(result),
       error_message: error, completed_at: done ? iso(now) : null,
     }, now);
+    if (done && !wasDone) this.recordExecutionOutcome(jobId, deviceId, row.command_id, status, error, now - row.created_ms, Math.max(0, attempts - 1), now);
+  }
+
+  /** One job_outcomes row per device execution, when it finishes (the job's own row comes with `finish`). */
+  private recordExecutionOutcome(jobId: string, deviceId: string, commandId: string | null, status: string, error: string | null, durationMs: number, retries: number, now: number) {
+    const run = this.run(jobId);
+    if (!run) return;
+    const spec = JSON.parse(run.spec) as JobSpec;
+    this.host.outbox.jobOutcome({
+      job_id: jobId, job_type: spec.action, scope: "execution", device_id: deviceId, status, duration_ms: Math.max(0, durationMs),
+      initiated_by: spec.createdBy, error_code: status === "completed" ? null : status.toUpperCase(), retry_count: retries,
+      metadata: { command_id: commandId, error_message: error }, timestamp: iso(now),
+    }, now);
   }
 
   /** Every transition of a job's command moves its execution; the last result finishes the job. */
@@ -277,7 +294,7 @@ export class JobRunner {
     if (!command.job_id) return;
     const target = this.sql.exec<TargetRow>("SELECT * FROM job_targets WHERE job_id = ? AND device_id = ?", command.job_id, command.device_id).toArray()[0];
     if (!target || (target.command_id && target.command_id !== command.command_id)) return;
-    this.setTarget(command.job_id, command.device_id, command.command_id, command.status, command.result, command.error_message, now);
+    this.setTarget(command.job_id, command.device_id, command.command_id, command.status, command.result, command.error_message, now, command.attempts);
     if (!isOpenCommandStatus(command.status)) this.maybeFinish(command.job_id, now);
   }
 
@@ -316,11 +333,11 @@ export class JobRunner {
       status, completedAt: iso(now), result, errorMessage, updatedAt: iso(now),
     }).where(and(eq(schema.jobs.jobId, run.job_id), inArray(schema.jobs.status, ["queued", "sent"]))), now);
     const startedMs = run.started_ms ?? Date.parse(spec.createdAt);
-    this.host.outbox.statement(db.insert(schema.jobOutcomes).values({
-      jobId: run.job_id, jobType: spec.action, status, durationMs: Math.max(0, now - startedMs), initiatedBy: spec.createdBy,
-      errorCode: status === "completed" ? null : status === "failed" ? "DEVICE_FAILURES" : status.toUpperCase(),
-      metadata: { site_id: this.host.siteId(), priority: spec.priority, segment: spec.segment ?? null, ...result }, timestamp: iso(now),
-    }), now);
+    this.host.outbox.jobOutcome({
+      job_id: run.job_id, job_type: spec.action, scope: "job", device_id: null, status, duration_ms: Math.max(0, now - startedMs),
+      initiated_by: spec.createdBy, error_code: status === "completed" ? null : status === "failed" ? "DEVICE_FAILURES" : status.toUpperCase(),
+      retry_count: 0, metadata: { site_id: this.host.siteId(), priority: spec.priority, segment: spec.segment ?? null, ...result }, timestamp: iso(now),
+    }, now);
     this.host.outbox.audit({
       eventType: FINAL_EVENT[status], siteId: this.host.siteId(), jobId: run.job_id, userId: userId ?? null, at: iso(now),
       description: `Job ${run.job_id} (${spec.action}) ${status}${errorMessage ? `: ${errorMessage}` : ""}`,

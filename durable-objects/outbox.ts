@@ -1,11 +1,13 @@
 import { auditRow, type AuditInput } from "../src/shared/audit-row";
 import { iso } from "../src/shared/time";
 import type { LiveStatus } from "../src/shared/vocabulary";
+import { JOB_OUTCOME_ROLLUP_UPSERT, jobOutcomeRollupRows } from "../src/shared/rollups";
 
 /**
  * The hub's one way to write to D1. Everything a hub changes happens first in its own SQLite; what
  * D1 must learn about it — presence transitions, last_seen, each device's latest sample, health
- * checks, the agents projection, audit rows, job executions and status, the command index — is
+ * checks, the agents projection, audit rows, job executions and status, job outcomes and their
+ * rollups, the command index — is
  * appended here in the same synchronous step and written in coalesced batches: one statement per
  * kind per chunk through `json_each`, all in one atomic `DB.batch`. So a device's poll never waits on
  * D1, a fan-out to a thousand devices is a handful of statements, and a D1 outage loses nothing: a
@@ -14,8 +16,8 @@ import type { LiveStatus } from "../src/shared/vocabulary";
  * Delivery is at-least-once: a batch that succeeded in D1 but whose rows could not be deleted here
  * (the object died in between) is sent again. Status, last_seen, latest sample, projection and
  * execution rows are upserts or last-wins updates, so they land exactly once in effect; audit rows,
- * state-history rows and health checks are inserts and may then repeat — the rare price of never
- * losing one. See docs/architecture.md.
+ * state-history rows, health checks and job outcomes are inserts (and rollup additions) and may then
+ * repeat — the rare price of never losing one. See docs/architecture.md.
  */
 export const OUTBOX_SCHEMA = `
   CREATE TABLE IF NOT EXISTS d1_outbox (
@@ -53,6 +55,21 @@ export interface TransitionRow {
   at: number;
 }
 
+/** A finished job (`scope` job) or device execution of one (`scope` execution), for job_outcomes and its rollups. */
+export interface JobOutcomeRow {
+  job_id: string;
+  job_type: string;
+  scope: "job" | "execution";
+  device_id: string | null;
+  status: string;
+  duration_ms: number | null;
+  initiated_by: string | null;
+  error_code: string | null;
+  retry_count: number;
+  metadata: Record<string, unknown>;
+  timestamp: string;
+}
+
 export interface HealthCheckRow {
   device_id: string;
   status: string;
@@ -84,6 +101,7 @@ type Entry =
   | { kind: "index_open"; body: { command_id: string; site_id: string; device_id: string; expires_at: string; created_at: string } }
   | { kind: "index_close"; body: { command_id: string; at: string } }
   | { kind: "execution"; body: Record<string, unknown> }
+  | { kind: "job_outcome"; body: JobOutcomeRow }
   | { kind: "sql"; body: { sql: string; params: unknown[] } };
 
 /** What a drizzle query builder gives: `.toSQL()` with driver-mapped parameters. */
@@ -153,6 +171,11 @@ export class D1Outbox {
 
   execution(row: ExecutionRow, now: number) {
     this.add({ kind: "execution", body: { ...row, result: row.result === undefined || row.result === null ? null : JSON.stringify(row.result) } }, now);
+  }
+
+  /** A job outcome row, and what it adds to the job-outcome rollups (in the same batch). */
+  jobOutcome(row: JobOutcomeRow, now: number) {
+    this.add({ kind: "job_outcome", body: row }, now);
   }
 
   /** Any single statement (built with drizzle), run after the bulk kinds of the same batch. */
@@ -312,6 +335,18 @@ export class D1Outbox {
          result = excluded.result, error_message = excluded.error_message, completed_at = excluded.completed_at`,
       [...executions.values()],
     );
+    const outcomes = of("job_outcome");
+    bulk(
+      `INSERT INTO job_outcomes (job_id, site_id, scope, job_type, device_id, status, duration_ms, initiated_by, error_code, retry_count, metadata, created_at)
+       SELECT ${field("job_id")}, ?2, ${field("scope")}, ${field("job_type")}, ${field("device_id")}, ${field("status")}, ${field("duration_ms")},
+              ${field("initiated_by")}, ${field("error_code")}, ${field("retry_count")}, json(${field("metadata")}), ${field("timestamp")}
+       FROM json_each(?1)`,
+      outcomes,
+    );
+    bulk(JOB_OUTCOME_ROLLUP_UPSERT, jobOutcomeRollupRows(outcomes.map((o) => ({
+      siteId, jobType: String(o.job_type), scope: o.scope === "job" ? "job" : "execution", status: String(o.status),
+      durationMs: typeof o.duration_ms === "number" ? o.duration_ms : null, at: Date.parse(String(o.timestamp)),
+    }))));
     for (const r of rows) {
       if (r.kind !== "sql") continue;
       const { sql, params } = JSON.parse(r.body) as { sql: string; params: unknown[] };

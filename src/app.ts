@@ -33,6 +33,8 @@ const DOCUMENT = {
     { name: "Live", description: "The site's live channel: WebSocket and server-sent events of every change (device status, heartbeats, metrics, agents, commands, jobs, intents)" },
     { name: "Commands", description: "Device commands: queued by operators, polled, acknowledged and reported by devices (at-least-once, leased)" },
     { name: "Jobs", description: "Work orders for a site's devices, fanned out as commands by the site's hub" },
+    { name: "Analytics", description: "What browsers, operators and devices report: user activity, errors, device state changes, job outcomes" },
+    { name: "Metrics", description: "Aggregate queries over the analytics: API performance, job outcomes, error trends, device state history" },
   ],
 };
 

@@ -5,10 +5,8 @@ import type { Db, Env } from "./env";
 import { runIntentMaintenance } from "./services/intents";
 import { runCommandMaintenance } from "./services/commands";
 import { runJobMaintenance } from "./services/jobs";
-
-const RETENTION_DAYS = 90;
-
-const retentionCutoff = (now: Date) => new Date(now.getTime() - RETENTION_DAYS * 86_400_000).toISOString();
+import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
+import { readConfig } from "./shared/config";
 
 interface Step {
   name: string;
@@ -17,15 +15,12 @@ interface Step {
 
 /** The minute cron's steps, in order. Every step is idempotent, so a step that failed simply runs again next minute. */
 const SCHEDULED_STEPS: Step[] = [
-  // Retention: one step per table, so one table's trouble does not keep the others growing.
-  {
-    name: "api_request_logs retention",
-    run: (_env, db, now) => db.delete(schema.apiRequestLogs).where(lt(schema.apiRequestLogs.createdAt, retentionCutoff(now))).run(),
-  },
-  {
-    name: "user_activities retention",
-    run: (_env, db, now) => db.delete(schema.userActivities).where(lt(schema.userActivities.createdAt, retentionCutoff(now))).run(),
-  },
+  // Retention of the analytics tables (ANALYTICS_RETENTION_DAYS, REQUEST_LOG_RETENTION_DAYS): one
+  // step per table, so one table's trouble does not keep the others growing.
+  ...RETAINED_TABLES.map((retained): Step => ({
+    name: `${retained.table} retention`,
+    run: (env, _db, now) => pruneTable(env.DB, retained, readConfig(env), now),
+  })),
   {
     name: "ws_tickets expiry",
     run: (_env, db, now) => db.delete(schema.wsTickets).where(lt(schema.wsTickets.expiresAt, now.toISOString())).run(),

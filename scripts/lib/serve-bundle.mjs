@@ -69,6 +69,7 @@ function newestMtime(dir) {
  * - quiet (default false): discard the Worker's console output (for benchmarks)
  * - logLevel: Miniflare's own log level (default WARN)
  * - dist, config: paths of the bundle directory and wrangler config (defaults: dist/, wrangler.toml)
+ * - miniflare: more Miniflare worker options, e.g. `{ analyticsEngineDatasets: { REQUEST_LOG_AE: { dataset: "x" } } }`
  * Resolves to { url, mf, env, stop, scheduled }: `url` has no trailing slash; `mf` is the Miniflare
  * instance (mf.getD1Database("DB"), mf.getDurableObjectNamespace("SITE_HUB"), ...); `scheduled(cron?)`
  * runs the Worker's cron handler once; `stop()` disposes everything.
@@ -85,6 +86,7 @@ export async function startService(options = {}) {
     logLevel = LogLevel.WARN,
     dist = join(ROOT, "dist"),
     config = join(ROOT, "wrangler.toml"),
+    miniflare = {},
   } = options;
 
   const scriptPath = join(dist, "index.js");
@@ -118,6 +120,7 @@ export async function startService(options = {}) {
     cf: false, // no request.cf lookup over the network: this machine has none
     log: new Log(logLevel),
     ...(quiet ? { handleRuntimeStdio: (stdout, stderr) => { stdout.resume(); stderr.resume(); } } : {}),
+    ...miniflare,
   });
 
   let stopped = false;

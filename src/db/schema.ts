@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 // Timestamps are ISO 8601 UTC strings with a `Z`: they sort lexically, read well in SQL and
 // round-trip through JSON unchanged.
@@ -307,8 +307,14 @@ export const userActivities = sqliteTable("user_activities", {
   durationMs: integer("duration_ms"),
   extraData: json("extra_data"),
   createdAt: createdAt(),
-}, (t) => [index("user_activities_user_created_idx").on(t.userId, t.createdAt)]);
+}, (t) => [
+  index("user_activities_user_created_idx").on(t.userId, t.createdAt),
+  index("user_activities_created_idx").on(t.createdAt),
+]);
 
+// A device's timeline. `source` says what moved it: its presence (heartbeats and their absence,
+// written by the site's hub), a lifecycle change (suspend/resume), or a change someone reported
+// through the analytics endpoint; `user_id` is the operator when one did it.
 export const deviceStateHistory = sqliteTable("device_state_history", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   deviceId: text("device_id").notNull(),
@@ -318,12 +324,21 @@ export const deviceStateHistory = sqliteTable("device_state_history", {
   changedBy: text("changed_by").notNull(),
   reason: text("reason"),
   extraData: json("extra_data"),
+  source: text("source", { enum: ["presence", "lifecycle", "reported"] }).notNull().default("presence"),
+  userId: integer("user_id"),
   timestamp: createdAt(),
-}, (t) => [index("device_state_history_device_ts_idx").on(t.deviceId, t.timestamp)]);
+}, (t) => [
+  index("device_state_history_device_ts_idx").on(t.deviceId, t.timestamp),
+  index("device_state_history_created_idx").on(t.timestamp),
+]);
 
+// One row per finished job (`scope` job) and per finished device execution of a job (`scope`
+// execution), written by the site's hub; rows reported through the analytics endpoint land here too.
 export const jobOutcomes = sqliteTable("job_outcomes", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   jobId: text("job_id").notNull(),
+  siteId: text("site_id"),
+  scope: text("scope", { enum: ["job", "execution"] }).notNull().default("job"),
   jobType: text("job_type"),
   deviceId: text("device_id"),
   status: text("status").notNull(),
@@ -338,6 +353,9 @@ export const jobOutcomes = sqliteTable("job_outcomes", {
   index("job_outcomes_job_idx").on(t.jobId),
 ]);
 
+// Identical reports (same `fingerprint`: category, message and first stack frame) within a few
+// minutes of a row's first sighting are folded into that row: `occurrences` counts them and
+// `last_seen_at` is the latest, so a crash loop is one row, not one per report.
 export const errorLogs = sqliteTable("error_logs", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   category: text("category").notNull(),
@@ -345,11 +363,76 @@ export const errorLogs = sqliteTable("error_logs", {
   errorMessage: text("error_message").notNull(),
   stackTrace: text("stack_trace"),
   context: json("context"),
-  resolutionStatus: text("resolution_status").notNull().default("open"),
+  resolutionStatus: text("resolution_status", { enum: ["open", "resolved", "ignored"] }).notNull().default("open"),
   requestId: text("request_id"),
   userId: integer("user_id"),
+  fingerprint: text("fingerprint"),
+  occurrences: integer("occurrences").notNull().default(1),
+  lastSeenAt: text("last_seen_at"),
+  sessionId: text("session_id"),
+  ipAddress: text("ip_address"),
+  resolvedAt: text("resolved_at"),
+  resolvedBy: integer("resolved_by"),
   createdAt: createdAt(),
-}, (t) => [index("error_logs_created_idx").on(t.createdAt)]);
+}, (t) => [
+  index("error_logs_created_idx").on(t.createdAt),
+  index("error_logs_fingerprint_idx").on(t.fingerprint, t.createdAt),
+  index("error_logs_status_created_idx").on(t.resolutionStatus, t.createdAt),
+]);
+
+// Error reports per client (address and session) in fixed one-minute windows: the abuse guard of
+// the unauthenticated error endpoint. Old windows are dropped by the cron.
+export const errorReportWindows = sqliteTable("error_report_windows", {
+  clientKey: text("client_key").notNull(),
+  windowStart: text("window_start").notNull(),
+  reports: integer("reports").notNull().default(0),
+}, (t) => [primaryKey({ columns: [t.windowStart, t.clientKey] })]);
+
+// Rollups: what the metrics queries read, so their cost depends on how many routes, job types and
+// error kinds there are, never on how much traffic there was (docs/analytics.md). Each is kept per
+// hour and per day (`period`), both added to by every write; `bucket_start` is the period's start.
+// Histograms are JSON objects of log-scale bucket index → count (src/shared/rollups.ts).
+
+/** API requests by route template, method and status class (2 = 2xx …). */
+export const requestRollups = sqliteTable("request_rollups", {
+  period: text("period", { enum: ["hour", "day"] }).notNull(),
+  bucketStart: text("bucket_start").notNull(),
+  route: text("route").notNull(),
+  method: text("method").notNull(),
+  statusClass: integer("status_class").notNull(),
+  count: integer("count").notNull(),
+  sumMs: real("sum_ms").notNull(),
+  minMs: real("min_ms").notNull(),
+  maxMs: real("max_ms").notNull(),
+  histogram: text("histogram").notNull(),
+  /** How many isolate flushes were added into this row: the D1 writes it cost. */
+  flushes: integer("flushes").notNull().default(1),
+}, (t) => [primaryKey({ columns: [t.period, t.bucketStart, t.route, t.method, t.statusClass] })]);
+
+/** Job outcomes by site, job type, scope (job or execution) and status; durations in ms. */
+export const jobOutcomeRollups = sqliteTable("job_outcome_rollups", {
+  period: text("period", { enum: ["hour", "day"] }).notNull(),
+  bucketStart: text("bucket_start").notNull(),
+  siteId: text("site_id").notNull(),
+  jobType: text("job_type").notNull(),
+  scope: text("scope", { enum: ["job", "execution"] }).notNull(),
+  status: text("status").notNull(),
+  count: integer("count").notNull(),
+  /** Outcomes that reported a duration (the others count, but not towards the durations). */
+  timedCount: integer("timed_count").notNull(),
+  sumDurationMs: real("sum_duration_ms").notNull(),
+  minDurationMs: real("min_duration_ms"),
+  maxDurationMs: real("max_duration_ms"),
+  histogram: text("histogram").notNull(),
+}, (t) => [primaryKey({ columns: [t.period, t.bucketStart, t.siteId, t.jobType, t.scope, t.status] })]);
+
+/** Error occurrences per hour by category and severity. */
+export const errorRollups = sqliteTable("error_rollups", {
+  bucketStart: text("bucket_start").notNull(),
+  category: text("category").notNull(),
+  severity: text("severity").notNull(),
+  count: integer("count").notNull(),
+}, (t) => [primaryKey({ columns: [t.bucketStart, t.category, t.severity] })]);
 
 // The latest sample per device; the history lives in the site's SiteHub, because a device's history
 // (~26k rows over 90 days at delta storage) would not fit one shared database for a whole fleet

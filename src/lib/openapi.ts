@@ -4,6 +4,7 @@ import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
 import { requireAccess, type AccessRule } from "../middleware/access";
 import { strictJsonBody } from "../middleware/json-body";
+import { requireUserOrDevice } from "../middleware/user-or-device";
 import { ApiError, type ValidationIssue } from "./errors";
 import { FAILURES_PER_CLIENT, FAILURES_PER_CREDENTIAL, GUARD_WINDOW_MS } from "../shared/guard-contract";
 
@@ -16,8 +17,11 @@ export const ErrorSchema = z
   })
   .openapi("Error");
 
-/** `device-in-hub`: device credentials admitted by the hub call the handler makes (see identifyDeviceForHub). */
-export type AuthMode = "none" | "user" | "admin" | "device" | "device-in-hub";
+/**
+ * `device-in-hub`: device credentials admitted by the hub call the handler makes (see identifyDeviceForHub).
+ * `user-or-device`: either; device headers, when present, decide (see requireUserOrDevice).
+ */
+export type AuthMode = "none" | "user" | "admin" | "device" | "device-in-hub" | "user-or-device";
 
 const SECURITY: Record<AuthMode, RouteConfig["security"]> = {
   none: [],
@@ -25,6 +29,7 @@ const SECURITY: Record<AuthMode, RouteConfig["security"]> = {
   admin: [{ bearerAuth: [] }, { cookieAuth: [] }],
   device: [{ deviceId: [], deviceApiKey: [] }],
   "device-in-hub": [{ deviceId: [], deviceApiKey: [] }],
+  "user-or-device": [{ bearerAuth: [] }, { cookieAuth: [] }, { deviceId: [], deviceApiKey: [] }],
 };
 
 const AUTH_MIDDLEWARE: Record<AuthMode, MiddlewareHandler<AppEnv>[]> = {
@@ -33,6 +38,7 @@ const AUTH_MIDDLEWARE: Record<AuthMode, MiddlewareHandler<AppEnv>[]> = {
   admin: [requireUser, requireAdmin],
   device: [requireDevice],
   "device-in-hub": [identifyDeviceForHub],
+  "user-or-device": [requireUserOrDevice],
 };
 
 const errorResponse = (description: string) => ({
@@ -72,6 +78,8 @@ type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
   errors?: ErrorCode[];
   /** Marks unversioned compatibility paths. */
   deprecated?: boolean;
+  /** The detail of this route's 401, where something other than the standard one is promised. */
+  unauthenticatedDetail?: string;
 };
 
 /**
@@ -79,10 +87,10 @@ type ApiRouteConfig = Omit<RouteConfig, "security" | "middleware"> & {
  * so the OpenAPI document cannot drift from what the route enforces.
  */
 export function apiRoute<const R extends ApiRouteConfig>(config: R) {
-  const { auth, authenticate, access, errors = [], ...route } = config;
+  const { auth, authenticate, access, errors = [], unauthenticatedDetail, ...route } = config;
   const codes = new Set<ErrorCode>(errors);
   if (auth !== "none") codes.add(401);
-  if (auth === "admin" || auth === "device" || auth === "device-in-hub") codes.add(403);
+  if (auth === "admin" || auth === "device" || auth === "device-in-hub" || auth === "user-or-device") codes.add(403);
   if (access) {
     // No role on the object's site reads as "not found"; 403 only for a role too low for the action.
     codes.add(404);
@@ -98,23 +106,40 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
   const errorResponses = Object.fromEntries(
     [...codes].sort().map((code) => [code, errorResponse(STANDARD_ERRORS[code])]),
   );
+  const authMiddleware = authenticate
+    ? [authenticate]
+    : unauthenticatedDetail ? AUTH_MIDDLEWARE[auth].map((m) => withUnauthenticatedDetail(m, unauthenticatedDetail)) : AUTH_MIDDLEWARE[auth];
   // Credentials, then access, are checked before the body is read; the body is read strictly before it is validated.
   return createRoute({
-    ...(route as Omit<R, "auth" | "authenticate" | "access" | "errors">),
+    ...(route as Omit<R, "auth" | "authenticate" | "access" | "errors" | "unauthenticatedDetail">),
     security: SECURITY[auth],
     middleware: [
-      ...(authenticate ? [authenticate] : AUTH_MIDDLEWARE[auth]),
+      ...authMiddleware,
       ...(access ? [accessCheck(access, route.request)] : []),
       ...(route.request?.body ? [strictJsonBody] : []),
     ],
     responses: { ...errorResponses, ...route.responses },
-  } as Omit<R, "auth" | "authenticate" | "access" | "errors"> & { middleware: MiddlewareHandler<AppEnv>[] });
+  } as Omit<R, "auth" | "authenticate" | "access" | "errors" | "unauthenticatedDetail"> & { middleware: MiddlewareHandler<AppEnv>[] });
 }
 
 function accessCanForbid(rule: AccessRule): boolean {
   if ("site" in rule) return rule.site !== "viewer" || rule.outsider === "forbidden";
   const minimum = "device" in rule ? rule.device : "job" in rule ? rule.job : rule.command;
   return minimum !== "viewer";
+}
+
+/** The same authentication, answering its 401 with the given detail. */
+function withUnauthenticatedDetail(middleware: MiddlewareHandler<AppEnv>, detail: string): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    let passed = false;
+    try {
+      await middleware(c, async () => { passed = true; });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) throw new ApiError(401, detail, error.headers);
+      throw error;
+    }
+    if (passed) await next();
+  };
 }
 
 function accessCheck(rule: AccessRule, request: RouteConfig["request"]) {

@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "../env";
-import { errorLogs } from "../db/schema";
 import { ApiError } from "../lib/errors";
+import { recordError } from "../services/analytics-errors";
 
 /** Maps everything thrown to the one error shape; unexpected failures become a logged 500. */
 export function handleError(error: Error, c: Context<AppEnv>) {
@@ -16,17 +16,18 @@ export function handleError(error: Error, c: Context<AppEnv>) {
     return c.json({ detail }, error.status);
   }
   console.error("unhandled error", c.var.requestId, error);
-  const db = c.var.db;
-  if (db) {
-    const write = db.insert(errorLogs).values({
+  // Recorded like any reported error (category api), so a failure repeating on every request is
+  // one row with an occurrence count.
+  if (c.env?.DB) {
+    const write = recordError(c.env.DB, {
       category: "api",
       severity: "error",
-      errorMessage: String(error?.message ?? error).slice(0, 2000),
+      message: String(error?.message ?? error).slice(0, 2000),
       stackTrace: error?.stack?.slice(0, 8000) ?? null,
       context: { method: c.req.method, path: c.req.path },
       requestId: c.var.requestId ?? null,
       userId: c.var.user?.id ?? null,
-    }).run().catch(() => undefined);
+    }, Date.now()).catch((writeError) => console.error("error log write failed", writeError));
     try {
       c.executionCtx.waitUntil(write);
     } catch {

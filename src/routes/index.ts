@@ -18,6 +18,8 @@ import { deviceCallRoutes, deviceMetricsRoutes } from "./device-calls/routes";
 import { agentsRoutes } from "./agents/routes";
 import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
+import { analyticsRoutes } from "./analytics/routes";
+import { metricsRoutes } from "./metrics/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -61,6 +63,10 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   // Calls devices make with X-Device-ID and X-API-Key
   { prefix: "/api/v1/agent", router: deviceCallRoutes, aliases: ["/agent"] },
   { prefix: "/api/v1/analytics", router: deviceMetricsRoutes() },
+
+  // Analytics: what browsers, operators and devices report, and the metrics queried from it
+  { prefix: "/api/v1/analytics", router: analyticsRoutes() },
+  { prefix: "/api/v1/metrics", router: metricsRoutes() },
 
   // Operators' view of device agents
   { prefix: "/api/v1/agents", router: agentsRoutes, aliases: ["/agents"] },

@@ -1,6 +1,6 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
-import { auditLogs, devices, lifecycleEpochs, siteBootstrapKeys } from "../db/schema";
+import { auditLogs, devices, deviceStateHistory, lifecycleEpochs, siteBootstrapKeys } from "../db/schema";
 import { badRequest, conflict, forbidden, notFound, unauthorized } from "../lib/errors";
 import { randomToken, sameDigest, sha256Hex } from "../shared/ids";
 import { recordAudit } from "./audit";
@@ -104,6 +104,12 @@ export async function setLifecycle(env: Env, db: Db, user: AuthUser, device: Dev
       description: `Device ${device.deviceId} ${state === "suspended" ? "suspended" : "resumed"}`,
       userId: user.id, siteId: device.siteId, deviceId: device.deviceId, request,
     })),
+    // The device's timeline shows lifecycle changes beside its presence transitions.
+    db.insert(deviceStateHistory).values({
+      deviceId: device.deviceId, siteId: device.siteId, previousState: device.lifecycleState, newState: state,
+      changedBy: "user", userId: user.id, source: "lifecycle", reason: state === "suspended" ? "Suspended by an operator" : "Resumed by an operator",
+      timestamp: at,
+    }),
   ]);
   await deviceChanged(env, device.siteId, device.deviceId);
   if (state === "suspended") await siteHub(env, device.siteId).forgetDevice(device.deviceId);

@@ -1,5 +1,6 @@
-import type { Db, Env } from "../env";
-import { apiRequestLogs } from "../db/schema";
+import type { Env } from "../env";
+import type { apiRequestLogs } from "../db/schema";
+import { jsonChunks } from "../shared/rollups";
 
 export type RequestLogEntry = typeof apiRequestLogs.$inferInsert;
 
@@ -12,13 +13,22 @@ export interface RequestLogSink {
   write(entries: RequestLogEntry[]): Promise<void>;
 }
 
+const field = (name: string) => `json_extract(value, '$.${name}')`;
+
+/** A batch of entries (`?1`, JSON) in one statement, however many there are. */
+const INSERT_ENTRIES = `
+  INSERT INTO api_request_logs (request_id, endpoint, method, status_code, response_time_ms, user_id, device_id, ip_address,
+                                request_size, response_size, error_message, created_at)
+  SELECT ${field("requestId")}, ${field("endpoint")}, ${field("method")}, ${field("statusCode")}, ${field("responseTimeMs")}, ${field("userId")},
+         ${field("deviceId")}, ${field("ipAddress")}, ${field("requestSize")}, ${field("responseSize")}, ${field("errorMessage")},
+         coalesce(${field("createdAt")}, strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+  FROM json_each(?1)`;
+
 class D1Sink implements RequestLogSink {
-  constructor(private readonly db: Db) {}
+  constructor(private readonly d1: D1Database) {}
   async write(entries: RequestLogEntry[]) {
-    // 12 columns per row keeps each statement under D1's 100 bound parameters.
-    const statements = [];
-    for (let i = 0; i < entries.length; i += 8) statements.push(this.db.insert(apiRequestLogs).values(entries.slice(i, i + 8)));
-    if (statements.length) await this.db.batch(statements as [typeof statements[0], ...typeof statements]);
+    const statements = jsonChunks(entries).map((chunk) => this.d1.prepare(INSERT_ENTRIES).bind(chunk));
+    if (statements.length) await this.d1.batch(statements);
   }
 }
 
@@ -40,8 +50,9 @@ const MAX_BATCH = 200;
 
 /**
  * Collects request-log rows per isolate and writes them in one batch shortly after the first one
- * arrives. Every request that adds a row hands the shared flush promise to `waitUntil`, so the
- * write completes after the responses are sent and nothing is dropped.
+ * arrives. The request whose row starts a batch gets the batch's write to hand to `waitUntil`,
+ * which keeps it alive until it completed, after the responses are sent; the rows that join the
+ * batch go with that write, so nothing is dropped and the others have nothing to hold.
  */
 class BufferedRequestLog {
   private buffer: RequestLogEntry[] = [];
@@ -49,10 +60,12 @@ class BufferedRequestLog {
 
   constructor(private readonly sink: RequestLogSink) {}
 
-  add(entry: RequestLogEntry): Promise<void> {
+  /** Returns the write to hold with `waitUntil`, or undefined when the entry joined a scheduled one. */
+  add(entry: RequestLogEntry): Promise<void> | undefined {
     this.buffer.push(entry);
     if (this.buffer.length >= MAX_BATCH) return this.flush();
-    this.pending ??= new Promise<void>((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => this.flush());
+    if (this.pending) return undefined;
+    this.pending = new Promise<void>((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => this.flush());
     return this.pending;
   }
 
@@ -66,10 +79,10 @@ class BufferedRequestLog {
 
 const logs = new WeakMap<Env, BufferedRequestLog>();
 
-export function requestLogFor(env: Env, db: Db): BufferedRequestLog {
+export function requestLogFor(env: Env): BufferedRequestLog {
   let log = logs.get(env);
   if (!log) {
-    log = new BufferedRequestLog(env.REQUEST_LOG_AE ? new AnalyticsEngineSink(env.REQUEST_LOG_AE) : new D1Sink(db));
+    log = new BufferedRequestLog(env.REQUEST_LOG_AE ? new AnalyticsEngineSink(env.REQUEST_LOG_AE) : new D1Sink(env.DB));
     logs.set(env, log);
   }
   return log;

@@ -14,6 +14,9 @@ export interface Vars {
   COOKIE_SAMESITE?: string;
   COOKIE_SECURE?: string;
   REQUEST_LOG_ENABLED?: string;
+  REQUEST_LOG_RETENTION_DAYS?: string;
+  ANALYTICS_ENABLED?: string;
+  ANALYTICS_RETENTION_DAYS?: string;
   METRICS_SNAPSHOT_INTERVAL_S?: string;
   METRICS_CHANGE_THRESHOLD_PERCENT?: string;
   METRICS_ERROR_RATE_DELTA?: string;
@@ -53,15 +56,21 @@ export interface Config {
   jwt: { secret: Uint8Array; issuer: string; audience: string; lifetimeMinutes: number } | undefined;
   cookie: { sameSite: "Strict" | "Lax" | "None"; secure: boolean };
   requestLogEnabled: boolean;
+  /** Analytics collection: the collection endpoints, the request log and its rollups (docs/analytics.md). */
+  analyticsEnabled: boolean;
   limits: {
     /** Any request body. */
     requestBodyBytes: number;
     /** Calls terminals make (heartbeat, telemetry, command results): far smaller than operators'. */
     deviceBodyBytes: number;
+    /** Analytics reports (user activity, errors, state changes, job outcomes). */
+    analyticsBodyBytes: number;
   };
   retention: {
-    /** Request log and user activity rows. */
+    /** Every analytics table: user activity, state history, job outcomes, errors and the rollups. */
     analyticsDays: number;
+    /** Raw request-log rows in D1 (the rollups keep the aggregates for `analyticsDays`). */
+    requestLogDays: number;
   };
   metrics: MetricsPolicy;
   /** Share of simulated agent updates that fail (0–1). */
@@ -154,8 +163,12 @@ export function readConfig(vars: Vars): Config {
     },
     cookie: { sameSite: parseSameSite(vars.COOKIE_SAMESITE), secure: parseBool(vars.COOKIE_SECURE, isProduction) },
     requestLogEnabled: parseBool(vars.REQUEST_LOG_ENABLED, true),
-    limits: { requestBodyBytes: 1024 * 1024, deviceBodyBytes: 64 * 1024 },
-    retention: { analyticsDays: 90 },
+    analyticsEnabled: parseBool(vars.ANALYTICS_ENABLED, true),
+    limits: { requestBodyBytes: 1024 * 1024, deviceBodyBytes: 64 * 1024, analyticsBodyBytes: 64 * 1024 },
+    retention: {
+      analyticsDays: positive(vars.ANALYTICS_RETENTION_DAYS, 90, 3650),
+      requestLogDays: positive(vars.REQUEST_LOG_RETENTION_DAYS, 7, 3650),
+    },
     metrics: {
       snapshotIntervalMs: positive(vars.METRICS_SNAPSHOT_INTERVAL_S, 300) * 1000,
       changeThreshold: positive(vars.METRICS_CHANGE_THRESHOLD_PERCENT, 5) / 100,

@@ -91,9 +91,17 @@ describe("jobs: the lifecycle", () => {
     const completed = await auditOfType(siteId, "job_completed");
     expect(completed).toHaveLength(1);
     expect(completed[0].eventMetadata).toMatchObject({ action: "REBOOT", priority: "high", result: { total: 3, succeeded: 3 } });
+    // One outcome for the job, and one per device execution.
     const outcomes = await db().select().from(schema.jobOutcomes).where(eq(schema.jobOutcomes.jobId, jobId)).all();
-    expect(outcomes).toHaveLength(1);
-    expect(outcomes[0]).toMatchObject({ status: "completed", jobType: "REBOOT", initiatedBy: owner.email });
+    const jobOutcome = outcomes.filter((o) => o.scope === "job");
+    expect(jobOutcome).toHaveLength(1);
+    expect(jobOutcome[0]).toMatchObject({ status: "completed", jobType: "REBOOT", initiatedBy: owner.email, siteId, deviceId: null });
+    const executionOutcomes = outcomes.filter((o) => o.scope === "execution");
+    expect(executionOutcomes.map((o) => o.deviceId).sort()).toEqual(sims.map((s) => s.device_id).sort());
+    for (const o of executionOutcomes) {
+      expect(o).toMatchObject({ status: "completed", jobType: "REBOOT", initiatedBy: owner.email, siteId, errorCode: null, retryCount: 0 });
+      expect(o.durationMs).toBeGreaterThanOrEqual(0);
+    }
     const live = (await liveEvents(siteId, "job.updated")).filter((e) => e.job_id === jobId).map((e) => e.status);
     expect(live).toEqual(["queued", "sent", "completed"]);
 
@@ -135,7 +143,12 @@ describe("jobs: the lifecycle", () => {
     await flushHub(siteId);
     const failed = await auditOfType(siteId, "job_failed");
     expect(failed.map((a) => [a.jobId, a.severity])).toEqual([[jobId, "error"]]);
-    expect((await db().select().from(schema.jobOutcomes).where(eq(schema.jobOutcomes.jobId, jobId)).get())!.errorCode).toBe("DEVICE_FAILURES");
+    const outcomes = await db().select().from(schema.jobOutcomes).where(eq(schema.jobOutcomes.jobId, jobId)).all();
+    expect(outcomes.find((o) => o.scope === "job")!.errorCode).toBe("DEVICE_FAILURES");
+    expect(outcomes.find((o) => o.deviceId === real.device_id)).toMatchObject({
+      scope: "execution", status: "failed", errorCode: "FAILED", metadata: { command_id: command.command_id, error_message: "network unreachable" },
+    });
+    expect(outcomes.filter((o) => o.scope === "execution" && o.status === "completed")).toHaveLength(sims.length);
   });
 
   it("times out at its deadline and cancels what is still open", async () => {

@@ -14,9 +14,10 @@ afterEach(() => { vi.restoreAllMocks(); });
 /** Rows that tell old from fresh by a marker this test chose. */
 async function seedRetention(now: number, tag: string) {
   const user = await signup();
+  // Raw request-log rows are kept 7 days (the rollups keep their aggregates for the analytics retention).
   await db().insert(schema.apiRequestLogs).values([
-    { endpoint: `/${tag}/old`, method: "GET", statusCode: 200, responseTimeMs: 1, createdAt: iso(now - 91 * DAY) },
-    { endpoint: `/${tag}/fresh`, method: "GET", statusCode: 200, responseTimeMs: 1, createdAt: iso(now - 89 * DAY) },
+    { endpoint: `/${tag}/old`, method: "GET", statusCode: 200, responseTimeMs: 1, createdAt: iso(now - 8 * DAY) },
+    { endpoint: `/${tag}/fresh`, method: "GET", statusCode: 200, responseTimeMs: 1, createdAt: iso(now - 6 * DAY) },
   ]);
   await db().insert(schema.userActivities).values([
     { userId: user.id, activityType: `${tag}/old`, createdAt: iso(now - 91 * DAY) },

@@ -13,10 +13,12 @@ import type { MountOptions } from "../mount";
 
 const TAGS = ["Device calls"];
 
+const TELEMETRY_DESCRIPTION = "CPU, memory and disk (0–100 %) with optional temperature, latency, transaction count, uptime and error rate. Stored by delta rules: the first sample after a device restart, at least every 5 minutes, and whenever a value moves by more than 5 % (thresholds configurable); the response says what happened. Counts as a sign of life for presence.";
+
 const telemetryRoute = (path: string, deprecated: true | undefined, summary: string) =>
   apiRoute({
     method: "post", path, auth: "device-in-hub", deprecated, tags: TAGS, summary,
-    description: "CPU, memory and disk (0–100 %) with optional temperature, latency, transaction count, uptime and error rate. Stored by delta rules: the first sample after a device restart, at least every 5 minutes, and whenever a value moves by more than 5 % (thresholds configurable); the response says what happened. Counts as a sign of life for presence.",
+    description: TELEMETRY_DESCRIPTION,
     request: jsonBody(s.TelemetryBody),
     responses: { 200: jsonResponse(s.TelemetryResponse, "Storage decision") },
     errors: [429],
@@ -85,12 +87,23 @@ export function deviceCallRoutes(mount: MountOptions) {
   return app;
 }
 
-/** `POST /api/v1/analytics/device-metrics`: the same telemetry under the analytics path, which existing device agents call. */
+/**
+ * `POST /api/v1/analytics/device-metrics`: the same telemetry under the analytics path, which
+ * existing device agents call, also in their nested `health_metrics` form.
+ */
 export function deviceMetricsRoutes() {
   const app = newRouter();
-  app.use("*", deviceBodyLimit);
-  app.openapi(telemetryRoute("/device-metrics", undefined, "Device metrics (telemetry)"), async (c) => {
-    const { body, usedBcrypt, started } = await ingestTelemetry(c.env, c.var.deviceCredential!, c.req.valid("json"));
+  // Only this path: the analytics reports mounted under the same prefix have their own limit.
+  app.use("/device-metrics", deviceBodyLimit);
+  const route = apiRoute({
+    method: "post", path: "/device-metrics", auth: "device-in-hub", tags: TAGS, summary: "Device metrics (telemetry)",
+    description: `${TELEMETRY_DESCRIPTION} Also accepts the original agents' form, with the values under \`health_metrics\` (\`uptime\` in seconds, \`network_latency\` in ms).`,
+    request: jsonBody(s.DeviceMetricsBody),
+    responses: { 200: jsonResponse(s.TelemetryResponse, "Storage decision") },
+    errors: [429],
+  });
+  app.openapi(route, async (c) => {
+    const { body, usedBcrypt, started } = await ingestTelemetry(c.env, c.var.deviceCredential!, s.flattenDeviceMetrics(c.req.valid("json")));
     c.header("Server-Timing", deviceAuthTiming(usedBcrypt, started));
     return c.json(body, 200);
   });

@@ -50,6 +50,46 @@ export const TelemetryBody = z
   .union([TelemetrySample, z.array(TelemetrySample).min(1).max(100)])
   .openapi("Telemetry", { description: "One sample, or a batch of up to 100 (oldest first)" });
 
+/** The form the original agents send to device-metrics: the values nested under `health_metrics`. */
+export const NestedHealthMetrics = z
+  .object({
+    ...DeviceEcho,
+    boot_id: z.string().max(128).optional(),
+    timestamp: z.string().max(64).optional().openapi({ description: "Device clock; kept with the sample" }),
+    health_metrics: z.object({
+      cpu_usage: percent("CPU usage"),
+      memory_usage: percent("Memory usage"),
+      disk_usage: percent("Disk usage"),
+      temperature: z.number().min(-50).max(150).optional().openapi({ description: "Celsius" }),
+      uptime: z.number().min(0).optional().openapi({ description: "Seconds since boot (stored as uptime_seconds)" }),
+      network_latency: z.number().min(0).max(600_000).optional().openapi({ description: "ms (stored as network_latency_ms)" }),
+      transaction_count: z.number().int().min(0).optional(),
+      error_rate: z.number().min(0).max(1).optional().openapi({ description: "Share of failed operations, 0–1" }),
+    }),
+  })
+  .openapi("NestedHealthMetrics");
+
+export const DeviceMetricsBody = z
+  .union([TelemetrySample, NestedHealthMetrics, z.array(TelemetrySample).min(1).max(100)])
+  .openapi("DeviceMetrics", { description: "One sample (flat, or nested under `health_metrics` as the original agents send it), or a batch of up to 100 flat samples (oldest first)" });
+
+/** The nested form as the flat sample the delta storage takes. */
+export function flattenDeviceMetrics(body: z.infer<typeof DeviceMetricsBody>): z.infer<typeof TelemetryBody> {
+  if (Array.isArray(body) || !("health_metrics" in body)) return body;
+  const { health_metrics: m, ...rest } = body;
+  return {
+    ...rest,
+    cpu_usage: m.cpu_usage,
+    memory_usage: m.memory_usage,
+    disk_usage: m.disk_usage,
+    temperature: m.temperature,
+    network_latency_ms: m.network_latency,
+    transaction_count: m.transaction_count,
+    uptime_seconds: m.uptime === undefined ? undefined : Math.floor(m.uptime),
+    error_rate: m.error_rate,
+  };
+}
+
 
 export const TelemetryResponse = z
   .union([
