@@ -20,6 +20,8 @@ export const users = sqliteTable("users", {
   passwordHash: text("password_hash"),
   isAdmin: integer("is_admin", { mode: "boolean" }).notNull().default(false),
   isActive: integer("is_active", { mode: "boolean" }).notNull().default(true),
+  /** The OpenID Connect identity this account signs in with: the provider's issuer and its `sub` there. */
+  oidcIssuer: text("oidc_issuer"),
   oidcSubject: text("oidc_subject"),
   caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),
@@ -29,7 +31,7 @@ export const users = sqliteTable("users", {
   uniqueIndex("users_username_uq").on(t.username),
   uniqueIndex("users_email_ci_uq").on(sql`lower(${t.email})`, t.caseFoldExempt),
   uniqueIndex("users_username_ci_uq").on(sql`lower(${t.username})`, t.caseFoldExempt),
-  uniqueIndex("users_oidc_subject_uq").on(t.oidcSubject),
+  uniqueIndex("users_oidc_identity_uq").on(t.oidcIssuer, t.oidcSubject),
 ]);
 
 export const tenants = sqliteTable("tenants", {

@@ -55,6 +55,7 @@ const STANDARD_ERRORS = {
   413: "Request body too large",
   422: "Validation failed: detail lists each problem with its location",
   429: "Rate limited: Retry-After says how many seconds to wait",
+  502: "An upstream service (the identity provider) could not be reached or gave an unusable answer",
   503: "Temporarily unavailable",
 } as const;
 

@@ -66,6 +66,47 @@ export async function createUser(
 }
 
 /**
+ * Creates a regular account for an identity from an OpenID Connect provider: no password, never
+ * an administrator. The username is the one asked for, or it with the first free number appended.
+ * Audited as `user_created`. Undefined when the e-mail address or the identity was taken meanwhile.
+ */
+export async function createExternalUser(
+  db: Db,
+  input: { email: string; username: string; fullName?: string; oidcIssuer: string; oidcSubject: string },
+  request?: Request,
+): Promise<UserRow | undefined> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    let username = input.username;
+    for (let n = 2; await usernameTaken(db, username); n++) username = `${input.username}${n}`;
+    try {
+      const row = await db.insert(users).values({
+        email: input.email.toLowerCase(),
+        username,
+        fullName: input.fullName ?? null,
+        passwordHash: null,
+        isAdmin: false,
+        oidcIssuer: input.oidcIssuer,
+        oidcSubject: input.oidcSubject,
+      }).returning().get();
+      await recordAudit(db, {
+        eventType: "user_created",
+        description: `User ${row.email} signed up through OpenID Connect`,
+        userId: row.id,
+        metadata: { method: "oidc", issuer: input.oidcIssuer },
+        request,
+      });
+      return row;
+    } catch (error) {
+      // Another account took the username between the check and the insert: look for the next one.
+      if (isUniqueViolation(error, "users.username") || isUniqueViolation(error, "users_username_ci_uq")) continue;
+      if (isUniqueViolation(error)) return undefined;
+      throw error;
+    }
+  }
+  return undefined;
+}
+
+/**
  * Deletes the user with their memberships and unused WebSocket tickets, in one batch with its audit
  * row, then closes their live connections on every site they could see.
  */

@@ -27,6 +27,7 @@ export interface Vars {
   OIDC_CLIENT_ID?: string;
   OIDC_CLIENT_SECRET?: string;
   OIDC_REDIRECT_URI?: string;
+  OIDC_SCOPES?: string;
   FRONTEND_URL?: string;
   CORS_ORIGINS?: string;
   LIVE_MAX_SUBSCRIPTIONS_PER_USER?: string;
@@ -79,7 +80,8 @@ export interface Config {
     /** Devices one site may enrol with its bootstrap key in any rolling hour. */
     bootstrapPerHour: number;
   };
-  oidc: { issuer?: string; clientId?: string; clientSecret?: string; redirectUri?: string; frontendUrl?: string };
+  /** OpenID Connect login (docs/oidc.md); blank variables read as unset. */
+  oidc: { issuer?: string; clientId?: string; clientSecret?: string; redirectUri?: string; scopes: string; frontendUrl?: string };
   /** Origins besides the service's own that browsers may call from (exact `scheme://host[:port]`). */
   corsOrigins: string[];
   /** Open live subscriptions (WebSockets and event streams together) a site's hub accepts. */
@@ -132,6 +134,18 @@ function parseOrigins(value: string | undefined): string[] {
   return [...origins];
 }
 
+/** A string variable, trimmed; blank is unset. */
+function setting(value: string | undefined): string | undefined {
+  const trimmed = value?.trim();
+  return trimmed ? trimmed : undefined;
+}
+
+/** Space- or comma-separated scopes; `openid` is always requested, since login needs the ID token. */
+function parseScopes(value: string | undefined): string {
+  const scopes = new Set((value ?? "openid email profile").split(/[\s,]+/).filter(Boolean));
+  return ["openid", ...[...scopes].filter((scope) => scope !== "openid")].join(" ");
+}
+
 /** A whole number ≥ 1; anything else is the fallback. */
 function count(value: string | undefined, fallback: number): number {
   if (value === undefined || value.trim() === "") return fallback;
@@ -179,11 +193,12 @@ export function readConfig(vars: Vars): Config {
     agentFailureRate: share(vars.AGENT_FAILURE_RATE, 0.05),
     enrolment: { bootstrapPerHour: count(vars.BOOTSTRAP_ENROLMENTS_PER_HOUR, 100) },
     oidc: {
-      issuer: vars.OIDC_ISSUER,
-      clientId: vars.OIDC_CLIENT_ID,
-      clientSecret: vars.OIDC_CLIENT_SECRET,
-      redirectUri: vars.OIDC_REDIRECT_URI,
-      frontendUrl: vars.FRONTEND_URL,
+      issuer: setting(vars.OIDC_ISSUER),
+      clientId: setting(vars.OIDC_CLIENT_ID),
+      clientSecret: setting(vars.OIDC_CLIENT_SECRET),
+      redirectUri: setting(vars.OIDC_REDIRECT_URI),
+      scopes: parseScopes(vars.OIDC_SCOPES),
+      frontendUrl: setting(vars.FRONTEND_URL)?.replace(/\/+$/, ""),
     },
     corsOrigins: parseOrigins(vars.CORS_ORIGINS),
     live: {

@@ -195,6 +195,7 @@ describe("login", () => {
     const res = await call("/api/v1/auth/login");
     expect(res.status).toBe(503);
     expect(res.json).toEqual({ detail: expect.stringMatching(/OpenID Connect/i) });
+    expect(res.json.detail).toMatch(/OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET/);
   });
 });
 

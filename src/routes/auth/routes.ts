@@ -1,17 +1,32 @@
 import { z } from "@hono/zod-openapi";
-import { setCookie } from "hono/cookie";
+import type { Context } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { AppEnv } from "../../env";
 import { THROTTLING_DESCRIPTION, apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { ApiError, notFound, unauthorized } from "../../lib/errors";
+import { notFound, unauthorized } from "../../lib/errors";
 import { ACCESS_TOKEN_COOKIE } from "../../middleware/auth";
 import { recordAudit } from "../../services/audit";
 import { acceptInvitations } from "../../services/invitations";
 import { issueAccessToken } from "../../services/tokens";
+import { LOGIN_STATE_COOKIE, LOGIN_STATE_TTL_S, completeLogin, startLogin } from "../../services/oidc";
 import { clientOfRequest, limitSignups } from "../../services/credential-throttle";
 import { createUser, deleteUser, findUserByEmail, setUserActive, verifyLogin } from "../../services/users";
 import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
 import * as s from "./schema";
 
 export const authRoutes = newRouter();
+
+/** The httpOnly `access_token` cookie that password and OpenID Connect logins both set. */
+function setAccessTokenCookie(c: Context<AppEnv>, accessToken: string) {
+  const { cookie, jwt } = c.var.config;
+  setCookie(c, ACCESS_TOKEN_COOKIE, accessToken, {
+    httpOnly: true,
+    sameSite: cookie.sameSite,
+    secure: cookie.secure || cookie.sameSite === "None",
+    path: "/",
+    maxAge: jwt.lifetimeMinutes * 60,
+  });
+}
 
 authRoutes.openapi(
   apiRoute({
@@ -55,14 +70,7 @@ authRoutes.openapi(
     const accessToken = await issueAccessToken(c.var.config, user);
     await recordAudit(db, { eventType: "login_success", description: `User ${user.email} logged in`, userId: user.id, metadata: { user_id: user.id }, request: c.req.raw });
     await acceptInvitations(db, user, c.req.raw);
-    const { cookie, jwt } = c.var.config;
-    setCookie(c, ACCESS_TOKEN_COOKIE, accessToken, {
-      httpOnly: true,
-      sameSite: cookie.sameSite,
-      secure: cookie.secure || cookie.sameSite === "None",
-      path: "/",
-      maxAge: jwt.lifetimeMinutes * 60,
-    });
+    setAccessTokenCookie(c, accessToken);
     return c.json({
       success: true,
       message: "Login successful",
@@ -78,12 +86,48 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Start OpenID Connect login",
-    description: "Returns the identity provider's authorization URL. Answers 503 until OpenID Connect is configured (OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_REDIRECT_URI).",
-    responses: { 200: jsonResponse(z.object({ auth_url: z.string() }), "Authorization URL") },
-    errors: [503],
+    description: "Returns the identity provider's authorization URL (authorization code flow with PKCE S256, a state and a nonce) and sets the short-lived (10 minutes), signed, httpOnly `oidc_login` cookie on the callback's path, which `GET /callback` checks. Answers 302 to that URL instead when `redirect=1` or the request accepts text/html. Answers 503 naming what is missing until OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET are set, and 502 when the provider's discovery document cannot be read. See docs/oidc.md.",
+    request: { query: s.OidcLoginQuery },
+    responses: {
+      200: jsonResponse(s.OidcLoginResponse, "Authorization URL"),
+      302: { description: "Redirect to the identity provider (Location)" },
+    },
+    errors: [502, 503],
   }),
-  async () => {
-    throw new ApiError(503, "OpenID Connect login is not configured on this service");
+  async (c) => {
+    const { redirect } = c.req.valid("query");
+    const login = await startLogin(c.var.config, c.req.url, Date.now());
+    setCookie(c, LOGIN_STATE_COOKIE, login.cookie, {
+      httpOnly: true,
+      // Lax, whatever COOKIE_SAMESITE says: the callback is a top-level navigation from the provider's site.
+      sameSite: "Lax",
+      secure: c.var.config.cookie.secure,
+      path: login.cookiePath,
+      maxAge: LOGIN_STATE_TTL_S,
+    });
+    const wantsRedirect = redirect === "1" || redirect === "true" || (redirect === undefined && /\btext\/html\b/.test(c.req.header("accept") ?? ""));
+    if (wantsRedirect) return c.redirect(login.authUrl, 302);
+    return c.json({ auth_url: login.authUrl }, 200);
+  },
+);
+
+authRoutes.openapi(
+  apiRoute({
+    method: "get",
+    path: "/callback",
+    auth: "none",
+    tags: ["Auth"],
+    summary: "Finish OpenID Connect login",
+    description: "Where the identity provider sends the browser back. Checks `state` against the `oidc_login` cookie, exchanges the code with the PKCE verifier, verifies the ID token against the provider's keys (signature, iss, aud, exp, iat, nonce), then signs in the account linked to that identity; else links the account with the same e-mail address if the provider verified it; else creates a regular account (no password, never an administrator). Sets the `access_token` cookie as password login does and redirects to `{FRONTEND_URL}/dashboard` (or `/docs` of this service when FRONTEND_URL is unset). Refusals are audited as `login_failed` with the reason and create nothing: 400 missing or wrong state, no code, or the provider's own refusal; 401 a code the provider refuses (expired, replayed) or an ID token that fails verification; 403 a deactivated account; 409 an existing account whose e-mail address the provider did not verify; 502 the provider cannot be reached; 503 not configured. See docs/oidc.md.",
+    request: { query: s.OidcCallbackQuery },
+    responses: { 302: { description: "Signed in: `access_token` cookie set, redirect to the front end (Location)" } },
+    errors: [400, 401, 403, 409, 502, 503],
+  }),
+  async (c) => {
+    const done = await completeLogin(c.var.db, c.var.config, c.req.raw, c.req.valid("query"), getCookie(c, LOGIN_STATE_COOKIE), Date.now());
+    setAccessTokenCookie(c, await issueAccessToken(c.var.config, done.user));
+    deleteCookie(c, LOGIN_STATE_COOKIE, { path: done.cookiePath, httpOnly: true, sameSite: "Lax", secure: c.var.config.cookie.secure });
+    return c.redirect(done.afterLoginUrl, 302);
   },
 );
 

@@ -60,3 +60,21 @@ export const UserActiveResponse = z
 export const EmailParam = z.object({ email: lineText().min(3).max(254).openapi({ param: { name: "email", in: "path" } }) });
 export const UserIdParam = z.object({ user_id: z.coerce.number().int().positive().openapi({ param: { name: "user_id", in: "path" } }) });
 export const RoleQuery = z.object({ new_role: z.string().min(1).optional() });
+
+export const OidcLoginQuery = z.object({
+  redirect: z.enum(["0", "1", "true", "false"]).optional().openapi({
+    description: "`1` or `true`: answer 302 to the identity provider instead of JSON (also the answer when the request accepts text/html, as a browser's navigation does)",
+  }),
+});
+
+export const OidcLoginResponse = z
+  .object({ auth_url: z.string().openapi({ description: "The identity provider's authorization URL, with state, nonce and a PKCE S256 challenge" }) })
+  .openapi("OidcLoginResponse");
+
+// The provider's parameters: all optional, so each absence answers its own clear 400; others it adds (iss, session_state…) are ignored.
+export const OidcCallbackQuery = z.object({
+  code: z.string().max(4096).optional().openapi({ description: "The authorization code" }),
+  state: z.string().max(512).optional().openapi({ description: "Must equal the state of the login this browser started" }),
+  error: z.string().max(256).optional().openapi({ description: "Set by the provider instead of `code` when it refused the login" }),
+  error_description: z.string().max(1024).optional(),
+});
