@@ -413,10 +413,12 @@ async function findOrLinkUser(db: Db, issuer: string, claims: IdentityClaims, re
   if (existing) {
     if (!claims.emailVerified) throw conflict("An account with this e-mail address exists and the identity provider did not verify the address, so it is not linked: sign in with the password instead");
     if (!existing.isActive) throw forbidden("This account is deactivated");
-    if (existing.oidcSubject !== null) throw conflict("The account with this e-mail address is linked to another identity");
+    // Accounts of the Google-only service this one replaces carry a subject without an issuer: the same subject may claim it.
+    const legacySameSubject = existing.oidcIssuer === null && existing.oidcSubject === claims.subject;
+    if (existing.oidcSubject !== null && !legacySameSubject) throw conflict("The account with this e-mail address is linked to another identity");
     const updated = await db.update(users)
       .set({ oidcIssuer: issuer, oidcSubject: claims.subject, updatedAt: new Date().toISOString() })
-      .where(and(eq(users.id, existing.id), isNull(users.oidcSubject)))
+      .where(and(eq(users.id, existing.id), legacySameSubject ? eq(users.oidcSubject, claims.subject) : isNull(users.oidcSubject)))
       .returning().get();
     if (!updated) throw conflict("The account with this e-mail address is linked to another identity");
     return { user: updated, outcome: "linked" };

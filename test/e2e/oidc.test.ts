@@ -265,6 +265,25 @@ describe("OpenID Connect login against a real provider", () => {
     expect(after.password_hash).toBe(before.password_hash);
   });
 
+  it("takes over an account of the replaced service that carries the same subject without an issuer, and refuses one linked to another identity (409)", async () => {
+    const db = await service.mf.getD1Database("DB");
+    const legacyEmail = `${unique("legacy")}@example.com`;
+    expect((await api("/api/v1/auth/signup", { method: "POST", body: { email: legacyEmail, password: "correct-horse" } })).status).toBe(201);
+    const legacy = account({ email: legacyEmail });
+    await db.prepare("UPDATE users SET oidc_subject = ? WHERE email = ?").bind(legacy.sub, legacyEmail).run();
+    expect((await signInAs(legacy)).status).toBe(302);
+    expect((await usersWithEmail(legacyEmail))[0]).toMatchObject({ oidc_issuer: issuer, oidc_subject: legacy.sub });
+
+    const takenEmail = `${unique("taken")}@example.com`;
+    const first = account({ email: takenEmail });
+    expect((await signInAs(first)).status).toBe(302);
+    const second = account({ email: takenEmail });
+    const refused = await signInAs(second);
+    expect(refused.status).toBe(409);
+    expect(refused.body).toEqual({ detail: expect.stringMatching(/linked to another identity/) });
+    expect((await usersWithEmail(takenEmail))[0]).toMatchObject({ oidc_subject: first.sub });
+  });
+
   it("refuses to link when the provider did not verify the e-mail address, and changes nothing", async () => {
     const email = `${unique("unverified")}@example.com`;
     expect((await api("/api/v1/auth/signup", { method: "POST", body: { email, password: "correct-horse" } })).status).toBe(201);

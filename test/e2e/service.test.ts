@@ -48,6 +48,12 @@ describe("service status over HTTP", () => {
     expect(body.docs).toBe("/docs");
   });
 
+  it("GET /api/v1/auth/login answers 503 naming the missing variables while OpenID Connect is not configured", async () => {
+    const response = await fetch(`${base}/api/v1/auth/login`);
+    expect(response.status).toBe(503);
+    expect(await json(response)).toEqual({ detail: expect.stringMatching(/OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET/) });
+  });
+
   it("GET /health answers healthy", async () => {
     const response = await fetch(`${base}/health`);
     expect(response.status).toBe(200);
