@@ -254,7 +254,7 @@ export async function completeLogin(
     const tokens = await exchangeCode(provider, settings, params.code, login.verifier);
     claims = await verifyIdToken(provider, settings, tokens.id_token, login.nonce, now);
     claims = await withUserInfo(provider, claims, tokens.access_token);
-    const { user, outcome } = await findOrLinkUser(db, provider.issuer, claims, request);
+    const { user, outcome } = await findOrLinkUser(db, provider.issuer, claims, request, now);
     await recordAudit(db, {
       eventType: "login_success",
       description: `User ${user.email} logged in through OpenID Connect`,
@@ -401,7 +401,7 @@ function idTokenRefusal(error: unknown): ApiError {
  * The account of a verified identity: the one linked to (issuer, subject); else the account with the
  * same e-mail, linked now if the provider verified the address; else a new regular account.
  */
-async function findOrLinkUser(db: Db, issuer: string, claims: IdentityClaims, request: Request): Promise<{ user: UserRow; outcome: CompletedLogin["outcome"] }> {
+async function findOrLinkUser(db: Db, issuer: string, claims: IdentityClaims, request: Request, now: number): Promise<{ user: UserRow; outcome: CompletedLogin["outcome"] }> {
   const byIdentity = () => db.select().from(users).where(and(eq(users.oidcIssuer, issuer), eq(users.oidcSubject, claims.subject))).get();
   const linked = await byIdentity();
   if (linked) {
@@ -417,7 +417,7 @@ async function findOrLinkUser(db: Db, issuer: string, claims: IdentityClaims, re
     const legacySameSubject = existing.oidcIssuer === null && existing.oidcSubject === claims.subject;
     if (existing.oidcSubject !== null && !legacySameSubject) throw conflict("The account with this e-mail address is linked to another identity");
     const updated = await db.update(users)
-      .set({ oidcIssuer: issuer, oidcSubject: claims.subject, updatedAt: new Date().toISOString() })
+      .set({ oidcIssuer: issuer, oidcSubject: claims.subject, updatedAt: new Date(now).toISOString() })
       .where(and(eq(users.id, existing.id), legacySameSubject ? eq(users.oidcSubject, claims.subject) : isNull(users.oidcSubject)))
       .returning().get();
     if (!updated) throw conflict("The account with this e-mail address is linked to another identity");
