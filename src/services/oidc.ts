@@ -386,7 +386,10 @@ async function verifyIdToken(provider: ProviderMetadata, settings: OidcSettings,
 }
 
 function idTokenRefusal(error: unknown): ApiError {
-  if (error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSInvalid || !(error instanceof joseErrors.JOSEError)) {
+  // A plain JOSEError (no subclass) is what jose throws when the key set answers anything but 200.
+  const keysUnreadable = !(error instanceof joseErrors.JOSEError) || error.code === "ERR_JOSE_GENERIC"
+    || error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSInvalid;
+  if (keysUnreadable) {
     return unreachable(`its signing keys could not be read (${error instanceof Error ? error.message : String(error)})`);
   }
   if (error instanceof joseErrors.JWTExpired) return unauthorized("The ID token has expired");
