@@ -49,10 +49,10 @@ export function createApp() {
   app.use("*", cors);
   app.use("*", requestContext);
   app.use("*", async (c, next) => {
-    const started = Date.now();
+    const started = performance.now();
     c.executionCtx.waitUntil(recordVersionOnce(c.var.db));
     await next();
-    recordBusy(Date.now() - started);
+    recordBusy(performance.now() - started);
   });
   app.use("*", requestLog);
   app.use("*", requestBodyLimit);

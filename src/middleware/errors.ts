@@ -3,6 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "../env";
 import { ApiError } from "../lib/errors";
 import { recordError } from "../services/analytics-errors";
+import { workerClock } from "../lib/clock";
 
 /** Maps everything thrown to the one error shape; unexpected failures become a logged 500. */
 export function handleError(error: Error, c: Context<AppEnv>) {
@@ -27,7 +28,7 @@ export function handleError(error: Error, c: Context<AppEnv>) {
       context: { method: c.req.method, path: c.req.path },
       requestId: c.var.requestId ?? null,
       userId: c.var.user?.id ?? null,
-    }, Date.now()).catch((writeError) => console.error("error log write failed", writeError));
+    }, workerClock.now()).catch((writeError) => console.error("error log write failed", writeError));
     try {
       c.executionCtx.waitUntil(write);
     } catch {

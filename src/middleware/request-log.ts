@@ -4,6 +4,7 @@ import { matchedRoutes } from "hono/route";
 import type { AppEnv } from "../env";
 import { requestLogFor } from "../services/request-log";
 import { UNMATCHED_ROUTE, requestRollupsFor, routeTemplate } from "../services/analytics-rollups";
+import { workerClock } from "../lib/clock";
 
 // Health and metrics endpoints are not logged: they are probes and signals rather than API use, and
 // would fill the log with the service's own monitoring. A terminal's heartbeats, telemetry and
@@ -34,7 +35,7 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
   if (!config?.requestLogEnabled || !config.analyticsEnabled || !isLoggedPath(c.req.path)) return;
   const durationMs = performance.now() - started;
   const rollups = requestRollupsFor(c.env);
-  rollups.record({ route: answeringRoute(c), method: c.req.method, status: c.res.status, durationMs, at: Date.now() });
+  rollups.record({ route: answeringRoute(c), method: c.req.method, status: c.res.status, durationMs, at: workerClock.now() });
   const rollupWrite = rollups.flushSoon();
   if (rollupWrite) c.executionCtx.waitUntil(rollupWrite);
   const errorDetail = c.res.status >= 400 ? await c.res.clone().json<{ detail?: unknown }>().catch(() => undefined) : undefined;

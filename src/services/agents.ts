@@ -9,6 +9,7 @@ import { siteHub } from "../hub/client";
 import { accessibleSiteIds } from "./access";
 import { auditRow } from "../shared/audit-row";
 import type { DeviceRow } from "./devices";
+import { currentDate, workerClock } from "../lib/clock";
 
 export const toAgentDevice = (d: DeviceRow): AgentDevice => ({
   deviceId: d.deviceId,
@@ -52,7 +53,7 @@ export interface AgentListFilter {
  * `GET /agents`: one D1 query over devices joined with the agents projection (written by each
  * site's hub on transitions) and the latest metrics — never a call to every site's hub.
  */
-export async function listAgents(db: Db, user: AuthUser, filter: AgentListFilter, now = Date.now()) {
+export async function listAgents(db: Db, user: AuthUser, filter: AgentListFilter, now = workerClock.now()) {
   const visible = await accessibleSiteIds(db, user);
   let sites = visible;
   if (filter.siteId) sites = !visible || visible.includes(filter.siteId) ? [filter.siteId] : [];
@@ -169,7 +170,7 @@ export async function startSimulatedAgent(env: Env, device: typeof devices.$infe
   try {
     await siteHub(env, device.siteId).agent({
       deviceId: device.deviceId, name: device.name, deviceType: device.deviceType ?? "pos_terminal", source: "simulated",
-      lifecycleState: "active", createdAt: new Date().toISOString(), firmware: null, osType: device.osType ?? null,
+      lifecycleState: "active", createdAt: currentDate().toISOString(), firmware: null, osType: device.osType ?? null,
       osVersion: device.osVersion ?? null, osDetails: device.osDetails ?? null, hostname: null, dna: null,
     });
   } catch (error) {
@@ -225,7 +226,7 @@ export async function pushToAgent(env: Env, db: Db, user: AuthUser, device: Devi
     response = {
       status: "accepted",
       message: `Queued as command ${queued.command.command_type} (${queued.command.command_id}); the device receives it on its next poll`,
-      timestamp: new Date().toISOString(),
+      timestamp: currentDate().toISOString(),
       command_id: queued.command.command_id,
     };
   }
@@ -360,7 +361,7 @@ const bucketStarts = (fromMs: number, toMs: number, bucketMs: number) => {
 
 const round = (v: number | null | undefined, digits = 1) => (v === null || v === undefined ? null : Math.round(v * 10 ** digits) / 10 ** digits);
 
-export async function agentSeries(env: Env, db: Db, device: DeviceRow, kind: SeriesRequest["kind"], period: Period, now = Date.now()) {
+export async function agentSeries(env: Env, db: Db, device: DeviceRow, kind: SeriesRequest["kind"], period: Period, now = workerClock.now()) {
   const fromMs = now - period.ms;
   const r = await siteHub(env, device.siteId).agentSeries(toAgentDevice(device), { kind, fromMs, bucketMs: period.bucketMs });
   const head = {

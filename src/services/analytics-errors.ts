@@ -3,6 +3,7 @@ import type { Db } from "../env";
 import { errorLogs } from "../db/schema";
 import { notFound } from "../lib/errors";
 import { periodStart } from "../shared/rollups";
+import { currentDate } from "../lib/clock";
 
 export const ERROR_CATEGORIES = ["api", "database", "external_service", "validation", "frontend"] as const;
 export const ERROR_SEVERITIES = ["critical", "error", "warning", "info"] as const;
@@ -141,7 +142,7 @@ export async function setErrorResolution(db: Db, id: number, status: ResolutionS
   const closed = status !== "open";
   const row = await db.update(errorLogs).set({
     resolutionStatus: status,
-    resolvedAt: closed ? new Date().toISOString() : null,
+    resolvedAt: closed ? currentDate().toISOString() : null,
     resolvedBy: closed ? userId : null,
   }).where(eq(errorLogs.id, id)).returning().get();
   if (!row) throw notFound(`Error with ID '${id}' not found`);

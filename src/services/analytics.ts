@@ -3,6 +3,7 @@ import { deviceStateHistory, jobOutcomes, userActivities } from "../db/schema";
 import { JOB_OUTCOME_ROLLUP_UPSERT, jobOutcomeRollupRows, jsonChunks } from "../shared/rollups";
 import type { DeviceRow } from "./devices";
 import type { JobRow } from "./jobs";
+import { workerClock } from "../lib/clock";
 
 export const ACTIVITY_TYPES = ["page_view", "click", "search", "interaction"] as const;
 export const JOB_OUTCOME_STATUSES = ["completed", "failed", "cancelled", "timeout", "expired"] as const;
@@ -78,7 +79,7 @@ export interface JobOutcomeInput {
  * its share of the job-outcome rollups, in one batch.
  */
 export async function recordJobOutcome(d1: D1Database, db: Db, job: JobRow, input: JobOutcomeInput, reporter: Reporter) {
-  const now = Date.now();
+  const now = workerClock.now();
   const scope: "job" | "execution" = input.device_id ? "execution" : "job";
   const jobType = input.job_type ?? job.action;
   const insert = db.insert(jobOutcomes).values({

@@ -3,6 +3,7 @@ import type { Db } from "../env";
 import { auditLogs } from "../db/schema";
 import { auditRow, type AuditInput } from "../shared/audit-row";
 import type { Severity } from "../shared/vocabulary";
+import { workerClock } from "../lib/clock";
 
 /** Records one audit event; every feature goes through here so category and severity stay uniform. */
 export async function recordAudit(db: Db, input: AuditInput) {
@@ -126,7 +127,7 @@ export async function auditStatistics(db: Db, sinceIso: string, visibleTo?: Audi
     db.select({ key: column, count: sql<number>`count(*)` }).from(auditLogs).where(inWindow).groupBy(column).all();
   const countSince = (iso: string) =>
     db.select({ n: sql<number>`count(*)` }).from(auditLogs).where(and(scope, gte(auditLogs.createdAt, iso))).get();
-  const now = Date.now();
+  const now = workerClock.now();
   const [byType, byCategory, bySeverity, lastHour, lastDay, lastWeek] = await Promise.all([
     group(auditLogs.eventType),
     group(auditLogs.category),

@@ -17,6 +17,7 @@ import { tooManyRequests, type ApiError } from "../lib/errors";
 import { ExpiringMap } from "../lib/expiring-map";
 import { credentialGuard } from "../hub/credential-guard";
 import { UNKNOWN_CLIENT, type GuardedKind } from "../shared/guard-contract";
+import { workerClock } from "../lib/clock";
 
 /** How long this isolate refuses an address once the failure limiter says it failed too often. */
 export const CLIENT_BLOCK_MS = 5 * 60_000;
@@ -94,7 +95,7 @@ export interface CredentialCheck {
 export async function verifyThrottled(env: Env, check: CredentialCheck, verify: () => Promise<boolean>): Promise<boolean> {
   const { client } = check;
   const refuse = (retryAfterS: number) => {
-    check.onRefused?.(Date.now() + retryAfterS * 1000);
+    check.onRefused?.(workerClock.now() + retryAfterS * 1000);
     return throttled(check, retryAfterS);
   };
   if (client === undefined) return checkWithGuard(env, check, UNKNOWN_CLIENT, verify, refuse);
@@ -130,11 +131,11 @@ async function countClientFailure(env: Env, client: string | undefined) {
   if (client === undefined) return;
   const { success } = await env.CREDENTIAL_FAILURE_LIMITER.limit({ key: client });
   if (success) return;
-  const until = Date.now() + CLIENT_BLOCK_MS;
+  const until = workerClock.now() + CLIENT_BLOCK_MS;
   blockedClients.set(client, until, until);
 }
 
-export const secondsUntil = (at: number) => Math.max(1, Math.ceil((at - Date.now()) / 1000));
+export const secondsUntil = (at: number) => Math.max(1, Math.ceil((at - workerClock.now()) / 1000));
 
 /**
  * A refused attempt is answered only after this pause, which costs the Worker no CPU: a client that

@@ -9,6 +9,7 @@ import { secondsUntil, throttled, verifyThrottled, type CredentialCheck } from "
 import { ExpiringMap } from "../lib/expiring-map";
 import { UNKNOWN_CLIENT } from "../shared/guard-contract";
 import type { Admission, NotAdmitted } from "../shared/hub-contract";
+import { workerClock } from "../lib/clock";
 
 /** One body for every credential failure, so a caller learns nothing about which part was wrong. */
 export const DEVICE_AUTH_FAILED = "Invalid device credentials";
@@ -69,7 +70,7 @@ async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefine
   if (unknownDevices.has(deviceId)) return undefined;
   const row = await db.select({ siteId: devices.siteId }).from(devices).where(eq(devices.deviceId, deviceId)).get();
   if (row) remember(deviceSites, deviceId, row.siteId);
-  else unknownDevices.set(deviceId, true, Date.now() + UNKNOWN_DEVICE_TTL_MS);
+  else unknownDevices.set(deviceId, true, workerClock.now() + UNKNOWN_DEVICE_TTL_MS);
   return row?.siteId;
 }
 
@@ -117,7 +118,7 @@ export async function admitThroughHub<T>(
     const known = issued !== undefined && issued.bcryptHash === bcryptHash && sameDigest(issued.keyDigest, keyDigest);
     if (!known) {
       usedBcrypt = true;
-      const onRefused = (until: number) => refusedDevices.set(refusalKey(deviceId, client), until, Math.min(until, Date.now() + REFUSAL_MEMORY_MS));
+      const onRefused = (until: number) => refusedDevices.set(refusalKey(deviceId, client), until, Math.min(until, workerClock.now() + REFUSAL_MEMORY_MS));
       if (!(await verifyThrottled(env, { ...throttling, onRefused }, () => verifySecret(apiKey, bcryptHash)))) throw deviceUnauthorized(timing("bcrypt"));
     }
     admission = await siteHub(env, siteId).confirmDeviceKey(deviceId, keyDigest, admission.bcryptHash);

@@ -11,6 +11,7 @@ import { siteHub } from "../hub/client";
 import { hashSecret, verifySecret } from "./passwords";
 import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from "./device-registry";
 import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
+import { currentDate } from "../lib/clock";
 
 export type DeviceRow = typeof devices.$inferSelect;
 
@@ -59,7 +60,7 @@ export async function updateDevice(env: Env, db: Db, user: AuthUser, device: Dev
     osType: update.os_type,
     osVersion: update.os_version,
     heartbeatIntervalS: update.heartbeat_interval_s,
-    updatedAt: new Date().toISOString(),
+    updatedAt: currentDate().toISOString(),
   };
   const changed = Object.entries(update).filter(([, v]) => v !== undefined).map(([k]) => k);
   const [[row]] = await db.batch([
@@ -79,7 +80,7 @@ export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: 
   if (device.deviceSource !== "real") throw badRequest("Simulated devices have no API key");
   const apiKey = randomToken(32);
   const apiKeyHash = await hashSecret(apiKey);
-  const rotatedAt = new Date().toISOString();
+  const rotatedAt = currentDate().toISOString();
   await db.batch([
     db.update(devices).set({ apiKeyHash, updatedAt: rotatedAt }).where(eq(devices.deviceId, device.deviceId)),
     db.insert(auditLogs).values(auditRow({
@@ -96,7 +97,7 @@ export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: 
 export async function setLifecycle(env: Env, db: Db, user: AuthUser, device: DeviceRow, state: "active" | "suspended", request?: Request) {
   if (device.lifecycleState === "retired") throw conflict("Device is retired");
   if (device.lifecycleState === state) return device;
-  const at = new Date().toISOString();
+  const at = currentDate().toISOString();
   const [[row]] = await db.batch([
     db.update(devices).set({ lifecycleState: state, updatedAt: at }).where(eq(devices.deviceId, device.deviceId)).returning(),
     db.insert(auditLogs).values(auditRow({
@@ -129,7 +130,7 @@ export interface DeviceDna {
 
 /** DNA arrives at boot, not on the hot path: written straight to the device row. */
 export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) {
-  const at = new Date().toISOString();
+  const at = currentDate().toISOString();
   await db.update(devices).set({
     macAddress: dna.mac_address,
     localIp: dna.local_ip,
@@ -150,7 +151,7 @@ export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) 
 export async function createBootstrapKey(env: Env, db: Db, user: AuthUser, siteId: string, request?: Request) {
   const bootstrapKey = `bk_${randomToken(32)}`;
   const keyHash = await hashSecret(bootstrapKey);
-  const now = new Date().toISOString();
+  const now = currentDate().toISOString();
   const [, [row]] = await db.batch([
     db.update(siteBootstrapKeys).set({ revokedAt: now }).where(and(eq(siteBootstrapKeys.siteId, siteId), sql`${siteBootstrapKeys.revokedAt} IS NULL`)),
     db.insert(siteBootstrapKeys).values({ siteId, keyHash, createdBy: user.id, createdAt: now }).returning(),
@@ -161,7 +162,7 @@ export async function createBootstrapKey(env: Env, db: Db, user: AuthUser, siteI
 }
 
 export async function revokeBootstrapKey(db: Db, user: AuthUser, siteId: string, request?: Request) {
-  const now = new Date().toISOString();
+  const now = currentDate().toISOString();
   const revoked = await db.update(siteBootstrapKeys).set({ revokedAt: now })
     .where(and(eq(siteBootstrapKeys.siteId, siteId), sql`${siteBootstrapKeys.revokedAt} IS NULL`)).returning().all();
   if (!revoked.length) throw notFound("This site has no active bootstrap key");

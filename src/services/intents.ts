@@ -10,6 +10,7 @@ import { deviceCreated, rememberIssuedKey } from "./device-auth";
 import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
 import { publishSiteEvent } from "./live";
 import { decoyVerify, hashSecret, verifySecret } from "./passwords";
+import { currentDate } from "../lib/clock";
 
 /**
  * Enrolment intents: an operator pre-provisions a device slot on a site and hands a one-time claim
@@ -134,7 +135,7 @@ async function replayIdempotent(db: Db, siteId: string, key: string, fingerprint
  * bcrypt hash is stored). With an idempotency key already used on the site: the same body returns
  * the existing intent (`created: false`, no token — it was shown once), a different body is 422.
  */
-export async function createIntent(env: Env, db: Db, siteId: string, input: CreateIntentInput, actor: Actor, now = new Date()): Promise<CreateIntentResult> {
+export async function createIntent(env: Env, db: Db, siteId: string, input: CreateIntentInput, actor: Actor, now = currentDate()): Promise<CreateIntentResult> {
   const expectedDeviceIdentity = input.expectedDeviceIdentity ?? null;
   const expiresInHours = input.expiresInHours ?? DEFAULT_EXPIRES_IN_HOURS;
   const idempotencyKey = input.idempotencyKey ?? null;
@@ -322,7 +323,7 @@ const onlyFromPending = (status: IntentStatus) =>
  * PUT status: approved, rejected or revoked, only from pending; any other current status is 400.
  * An approved intent is withdrawn with `revokeIntent` (POST …/revoke) instead.
  */
-export function changeIntentStatus(env: Env, db: Db, siteId: string, intentId: string, status: "approved" | "rejected" | "revoked", actor: Actor, now = new Date()) {
+export function changeIntentStatus(env: Env, db: Db, siteId: string, intentId: string, status: "approved" | "rejected" | "revoked", actor: Actor, now = currentDate()) {
   return transition(env, db, siteId, intentId, {
     from: ["pending"],
     to: status,
@@ -333,7 +334,7 @@ export function changeIntentStatus(env: Env, db: Db, siteId: string, intentId: s
 }
 
 /** Revoke from pending or approved (the operator UI's Revoke); revocation is final. */
-export function revokeIntent(env: Env, db: Db, siteId: string, intentId: string, actor: Actor, now = new Date()) {
+export function revokeIntent(env: Env, db: Db, siteId: string, intentId: string, actor: Actor, now = currentDate()) {
   return transition(env, db, siteId, intentId, {
     from: ["pending", "approved"],
     to: "revoked",
@@ -344,7 +345,7 @@ export function revokeIntent(env: Env, db: Db, siteId: string, intentId: string,
 }
 
 /** A new token for a pending or approved intent; the status stays, the old token is dead at once. */
-export async function regenerateIntentToken(env: Env, db: Db, siteId: string, intentId: string, actor: Actor, now = new Date()) {
+export async function regenerateIntentToken(env: Env, db: Db, siteId: string, intentId: string, actor: Actor, now = currentDate()) {
   const claimToken = randomToken(32);
   const claimTokenHash = await hashSecret(claimToken);
   const intent = await transition(env, db, siteId, intentId, {
@@ -422,7 +423,7 @@ function claimRefusal(row: IntentRow, input: ClaimInput, now: Date): string | un
  *    consumed *by this device_id*. Exactly one of any number of concurrent claims can match the
  *    UPDATE; the others insert nothing.
  */
-export async function claimIntent(env: Env, db: Db, intentId: string, input: ClaimInput, request?: Request, now = new Date()): Promise<ClaimResult> {
+export async function claimIntent(env: Env, db: Db, intentId: string, input: ClaimInput, request?: Request, now = currentDate()): Promise<ClaimResult> {
   let row: IntentRow | undefined;
   const tokenOk = await verifyThrottled(env, { kind: "intent", id: intentId, client: clientOfRequest(request), refusal: CLAIM_THROTTLED }, async () => {
     row = await db.select().from(enrolmentIntents).where(eq(enrolmentIntents.intentId, intentId)).get();

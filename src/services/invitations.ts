@@ -7,6 +7,7 @@ import { auditRow } from "../shared/audit-row";
 import { newUuid } from "../shared/ids";
 import { ROLES, type Role } from "../shared/vocabulary";
 import { recordAudit } from "./audit";
+import { workerClock } from "../lib/clock";
 
 /**
  * Membership by e-mail is an invitation, never a lookup: asking whether an address has an account
@@ -38,7 +39,7 @@ export async function invite(
   db: Db,
   input: { scope: InvitationScope; targetId: string; email: string; role: Role; invitedBy: AuthUser },
   request?: Request,
-  now = Date.now(),
+  now = workerClock.now(),
 ) {
   const { scope, targetId, role, invitedBy } = input;
   const email = input.email.toLowerCase();
@@ -63,7 +64,7 @@ export async function invite(
 }
 
 /** Invitations still waiting, newest first. */
-export const pendingInvitations = (db: Db, scope: InvitationScope, targetId: string, now = Date.now()) =>
+export const pendingInvitations = (db: Db, scope: InvitationScope, targetId: string, now = workerClock.now()) =>
   db.select().from(invitations)
     .where(and(eq(invitations.scope, scope), eq(invitations.targetId, targetId), gt(invitations.expiresAt, iso(now))))
     .orderBy(desc(invitations.createdAt))
@@ -94,7 +95,7 @@ const roleRank = (column: typeof siteMemberships.role | typeof tenantMemberships
  * already has (an owner changes an existing member's role by user id), so applying it can neither
  * take access away nor strip a site of its last owner. Runs at signup and at every login.
  */
-export async function acceptInvitations(db: Db, user: Pick<AuthUser, "id" | "email">, request?: Request, now = Date.now()) {
+export async function acceptInvitations(db: Db, user: Pick<AuthUser, "id" | "email">, request?: Request, now = workerClock.now()) {
   const email = user.email.toLowerCase();
   const waiting = await db.select().from(invitations).where(eq(invitations.email, email)).all();
   if (!waiting.length) return [];

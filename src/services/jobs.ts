@@ -8,6 +8,7 @@ import { specFromRow } from "../shared/job-spec";
 import { accessibleSiteIds } from "./access";
 import { auditRow } from "../shared/audit-row";
 import { siteHub } from "../hub/client";
+import { currentDate } from "../lib/clock";
 
 export type JobRow = typeof jobs.$inferSelect;
 export type ExecutionRow = typeof jobExecutions.$inferSelect;
@@ -56,7 +57,7 @@ export async function createJob(env: Env, db: Db, user: AuthUser, siteId: string
     }
   }
   const jobId = newJobId();
-  const created = new Date();
+  const created = currentDate();
   const createdAt = created.toISOString();
   const deadlineAt = new Date(created.getTime() + (input.deadline_s ?? DEFAULT_JOB_DEADLINE_S) * 1000).toISOString();
   let row: JobRow;

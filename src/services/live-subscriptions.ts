@@ -6,6 +6,7 @@ import { randomToken, sha256Hex } from "../shared/ids";
 import { siteHub } from "../hub/client";
 import { findSite, siteNotFound, type Role } from "./access";
 import { findActiveUserById } from "./users";
+import { currentDate, workerClock } from "../lib/clock";
 
 export const WS_TICKET_TTL_MS = 60_000;
 
@@ -14,7 +15,7 @@ export const WS_TICKET_TTL_MS = 60_000;
  * valid 60 s, for this site and user only. Only its SHA-256 is stored; that digest is also the
  * ticket's id, by which its user can revoke it (and the subscription it opened).
  */
-export async function createWsTicket(db: Db, user: AuthUser, siteId: string, now = Date.now()) {
+export async function createWsTicket(db: Db, user: AuthUser, siteId: string, now = workerClock.now()) {
   const ticket = `wst_${randomToken(32)}`;
   const ticketId = await sha256Hex(ticket);
   const expiresAt = new Date(now + WS_TICKET_TTL_MS).toISOString();
@@ -25,7 +26,7 @@ export async function createWsTicket(db: Db, user: AuthUser, siteId: string, now
 export const wsTicketId = (ticket: string) => sha256Hex(ticket);
 
 /** Consumes a ticket in one statement (a second use finds nothing); answers its user. */
-export async function consumeWsTicket(db: Db, ticket: string, siteId: string, now = Date.now()): Promise<AuthUser> {
+export async function consumeWsTicket(db: Db, ticket: string, siteId: string, now = workerClock.now()): Promise<AuthUser> {
   const invalid = () => unauthorized("Invalid, used or expired ticket");
   if (ticket.length > 256) throw invalid();
   const [row] = await db.delete(wsTickets)
@@ -53,7 +54,7 @@ export async function subscribe(
   const { user, role, ticketId } = subscriber;
   return siteHub(env, siteId).subscribe(channel, {
     user_id: user.id,
-    connected_at: new Date().toISOString(),
+    connected_at: currentDate().toISOString(),
     role,
     ...(ticketId ? { ticket_id: ticketId } : {}),
   }, since, upgrade);

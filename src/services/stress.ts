@@ -10,7 +10,7 @@ const HASHES_PER_TICK_AT_FULL_SHARE = 400;
  * never approaches the Worker's CPU limit.
  */
 export async function runStressTest(durationS: number, memoryMb: number, cpuShare: number) {
-  const started = Date.now();
+  const started = performance.now();
   const blocks: Uint8Array[] = [];
   for (let i = 0; i < memoryMb; i++) {
     const block = new Uint8Array(1024 * 1024);
@@ -21,7 +21,7 @@ export async function runStressTest(durationS: number, memoryMb: number, cpuShar
   let iterations = 0;
   let ticks = 0;
   let digest = new Uint8Array(64);
-  while (Date.now() - started < durationS * 1000) {
+  while (performance.now() - started < durationS * 1000) {
     for (let i = 0; i < perTick; i++) {
       digest = new Uint8Array(await crypto.subtle.digest("SHA-256", digest));
     }
@@ -30,5 +30,5 @@ export async function runStressTest(durationS: number, memoryMb: number, cpuShar
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   const heldBytes = blocks.reduce((sum, b) => sum + b.length, 0);
-  return { duration_s: (Date.now() - started) / 1000, memory_mb: heldBytes / (1024 * 1024), hash_iterations: iterations, ticks };
+  return { duration_s: (performance.now() - started) / 1000, memory_mb: heldBytes / (1024 * 1024), hash_iterations: iterations, ticks };
 }

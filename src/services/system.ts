@@ -4,12 +4,13 @@ import { apiRequestLogs, auditLogs, devices, jobs, serviceVersions } from "../db
 import { auditRow } from "../shared/audit-row";
 import { classify } from "../shared/vocabulary";
 import pkg from "../../package.json";
+import { currentDate, workerClock } from "../lib/clock";
 
 export const SERVICE_VERSION: string = pkg.version;
 export const COMPONENTS = ["api", "d1", "site-hub", "scheduler"];
 
-const isolateStartedAt = Date.now();
-export const isolateUptimeSeconds = () => Math.round((Date.now() - isolateStartedAt) / 1000);
+const isolateStartedAt = workerClock.now();
+export const isolateUptimeSeconds = () => Math.round((workerClock.now() - isolateStartedAt) / 1000);
 
 let versionRecorded: Promise<void> | undefined;
 
@@ -54,7 +55,7 @@ export async function recordVersion(db: Db, version: string = SERVICE_VERSION, c
       sql`${startup.description}`, sql`${JSON.stringify(startup.eventMetadata)}`))
       .from(sql`(select 1)`)
       .where(unrecorded)),
-    db.update(serviceVersions).set({ supersededAt: new Date().toISOString() })
+    db.update(serviceVersions).set({ supersededAt: currentDate().toISOString() })
       .where(and(ne(serviceVersions.version, version), isNull(serviceVersions.supersededAt), unrecorded)),
     db.insert(serviceVersions).values({ version }).onConflictDoNothing().returning({ version: serviceVersions.version }),
   ]);
@@ -63,18 +64,18 @@ export async function recordVersion(db: Db, version: string = SERVICE_VERSION, c
 
 // Per-isolate busy time: the share of the last minute this isolate spent inside request handlers.
 const busyWindow: { at: number; ms: number }[] = [];
-export function recordBusy(ms: number, now = Date.now()) {
+export function recordBusy(ms: number, now = workerClock.now()) {
   busyWindow.push({ at: now, ms });
   while (busyWindow.length && busyWindow[0].at < now - 60_000) busyWindow.shift();
   if (busyWindow.length > 10_000) busyWindow.splice(0, busyWindow.length - 10_000);
 }
-function isolateBusyPercent(now = Date.now()) {
+function isolateBusyPercent(now = workerClock.now()) {
   const total = busyWindow.filter((b) => b.at >= now - 60_000).reduce((sum, b) => sum + b.ms, 0);
   return Math.min(100, Math.round((total / 60_000) * 1000) / 10);
 }
 
 export async function systemPulse(db: Db) {
-  const minuteAgo = new Date(Date.now() - 60_000).toISOString();
+  const minuteAgo = new Date(workerClock.now() - 60_000).toISOString();
   const [jobCounts, deviceCounts, requests] = await Promise.all([
     db.select({ status: jobs.status, n: sql<number>`count(*)` }).from(jobs)
       .where(inArray(jobs.status, ["queued", "sent"])).groupBy(jobs.status).all(),

@@ -1,17 +1,19 @@
 import { SignJWT, jwtVerify } from "jose";
 import type { AppConfig } from "../env";
+import { currentDate, workerClock } from "../lib/clock";
 
 const ALGORITHM = "HS256";
 
 export async function issueAccessToken(config: AppConfig, user: { id: number; email: string; isAdmin: boolean }) {
   const { secret, issuer, audience, lifetimeMinutes } = config.jwt;
+  const issuedAt = Math.floor(workerClock.now() / 1000);
   return new SignJWT({ email: user.email, is_admin: user.isAdmin })
     .setProtectedHeader({ alg: ALGORITHM, typ: "JWT" })
     .setSubject(String(user.id))
     .setIssuer(issuer)
     .setAudience(audience)
-    .setIssuedAt()
-    .setExpirationTime(`${lifetimeMinutes}m`)
+    .setIssuedAt(issuedAt)
+    .setExpirationTime(issuedAt + lifetimeMinutes * 60)
     .sign(secret);
 }
 
@@ -48,8 +50,9 @@ export async function verifyAccessToken(config: AppConfig, token: string): Promi
       issuer: config.jwt.issuer,
       audience: config.jwt.audience,
       requiredClaims: ["exp", "iat", "sub"],
+      currentDate: currentDate(),
     });
-    if (tokenTimeProblem(payload, Math.floor(Date.now() / 1000), config.jwt.lifetimeMinutes * 60)) return undefined;
+    if (tokenTimeProblem(payload, Math.floor(workerClock.now() / 1000), config.jwt.lifetimeMinutes * 60)) return undefined;
     const userId = Number(payload.sub);
     return Number.isSafeInteger(userId) && userId > 0 ? { userId } : undefined;
   } catch {

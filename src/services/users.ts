@@ -8,6 +8,7 @@ import { syncLiveAccess } from "./live-access";
 import { decoyVerify, hashSecret, verifySecret } from "./passwords";
 import { recordAudit } from "./audit";
 import { clientOfRequest, verifyThrottled } from "./credential-throttle";
+import { currentDate } from "../lib/clock";
 
 type UserRow = typeof users.$inferSelect;
 
@@ -134,7 +135,7 @@ export async function deleteUser(db: Db, env: Env, target: UserRow, by: AuthUser
  */
 export async function setUserActive(db: Db, env: Env, target: UserRow, active: boolean, by: AuthUser, request?: Request) {
   await db.batch([
-    db.update(users).set({ isActive: active, updatedAt: new Date().toISOString() }).where(eq(users.id, target.id)),
+    db.update(users).set({ isActive: active, updatedAt: currentDate().toISOString() }).where(eq(users.id, target.id)),
     db.insert(auditLogs).values(auditRow({
       eventType: active ? "user_activated" : "user_deactivated",
       description: `User ${target.email} ${active ? "reactivated" : "deactivated"}`,

@@ -48,6 +48,13 @@ describe("architecture: the dependency rule and the type checker stay on", () =>
     expect(offending.map((f) => relative(root, join(root, f)))).toEqual([]);
   });
 
+  it("the Worker reads the time from its clock (src/lib/clock.ts), never from Date directly", () => {
+    const allowed = new Set([join("src", "lib", "clock.ts"), join("src", "shared", "time.ts")]);
+    const offending = worker.filter((file) => !allowed.has(file)).flatMap((file) =>
+      withoutProse(code(file)).split("\n").flatMap((line, i) => (/\bDate\.now\(\)|new Date\(\)/.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])));
+    expect(offending).toEqual([]);
+  });
+
   it("no comment cites a document outside the repository or an issue number", () => {
     const offending = [...worker, ...hub, ...sources("test")].flatMap((file) =>
       code(file).split("\n").flatMap((line, i) => (/DESIGN\.md|\b[Ii]ssue #?\d+/.test(line) ? [`${file}:${i + 1}`] : [])));

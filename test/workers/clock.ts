@@ -1,6 +1,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { SiteHub } from "../../durable-objects/site-hub";
+import { setWorkerClock } from "../../src/lib/clock";
 import type { CredentialGuard } from "../../durable-objects/credential-guard";
 import { guardName, type GuardedKind } from "../../src/shared/guard-contract";
 
@@ -63,4 +64,14 @@ export async function installGuardClock(kind: GuardedKind, id: string, clock = n
   // The guard has no fetch handler, so the pool's typing does not see it as a Durable Object class.
   await runInDurableObject(guardStub(kind, id), (instance) => { (instance as unknown as CredentialGuard).clock = clock; });
   return clock;
+}
+
+/**
+ * The Worker's clock for one test: the Worker reads its time from it (expiries, windows, timestamps)
+ * until `restore()` (call it in a finally or afterEach). The pool runs the Worker in the test's own
+ * isolate, so this is the same clock the requests of `call()` see.
+ */
+export function installWorkerClock(clock = new ManualClock()) {
+  const restore = setWorkerClock(clock);
+  return Object.assign(clock, { restore });
 }

@@ -8,6 +8,7 @@ import * as schema from "../../src/db/schema";
 import { authenticateDevice } from "../../src/services/device-auth";
 import { FAILURES_PER_CLIENT } from "../../src/shared/guard-contract";
 import { call, createSite, db, grantSiteRole, signup, unique, type Call } from "./helpers";
+import { installWorkerClock } from "./clock";
 
 // Every response body seen in this file, checked at the end for token hashes and their key names.
 const seen: { path: string; text: string }[] = [];
@@ -396,9 +397,9 @@ describe("enrolment intents: claim", () => {
 
     // Expired by time, before any sweep ran: the claim enforces expiry itself (and records it).
     const expired = await approvedIntent();
-    await db().update(schema.enrolmentIntents).set({ expiresAt: new Date(Date.now() - 1000).toISOString() })
-      .where(eq(schema.enrolmentIntents.intentId, expired.intent_id));
-    const res5 = await claim(expired.intent_id, { claim_token: expired.claim_token });
+    const clock = installWorkerClock();
+    clock.advance(48 * 3_600_000 + 1_000);
+    const res5 = await claim(expired.intent_id, { claim_token: expired.claim_token }).finally(clock.restore);
     expect([res5.status, res5.json.detail]).toEqual([400, "Enrolment intent has expired"]);
     expect((await intentRow(expired.intent_id))!.status).toBe("expired");
     expect((await setStatus(expired.intent_id, "revoked")).status).toBe(400);

@@ -6,7 +6,7 @@ import { healthAt } from "../../durable-objects/agent-model";
 import { call, db, eventually, fetchChecked, signup } from "./helpers";
 import { heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
 import { agentRow, alarmOf, hub, runAlarm, simulatedDevice } from "./agents-helpers";
-import { installClock } from "./clock";
+import { installClock, installWorkerClock } from "./clock";
 
 type Event = { seq: number; type: string; site_id: string; ts: string; data: any };
 
@@ -134,9 +134,14 @@ describe("live channel: WebSocket", () => {
     expect(s.status).toBe(101);
     expect((await subscribe(`/api/v1/sites/${siteId}/ws?ticket=${res.json.ticket}`)).status).toBe(401);
 
-    const stale = await call(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: owner.token });
-    await db().update(schema.wsTickets).set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where(eq(schema.wsTickets.siteId, siteId));
-    expect((await subscribe(`/api/v1/sites/${siteId}/ws?ticket=${stale.json.ticket}`)).status).toBe(401);
+    const clock = installWorkerClock();
+    try {
+      const stale = await call(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: owner.token });
+      clock.advance(61_000);
+      expect((await subscribe(`/api/v1/sites/${siteId}/ws?ticket=${stale.json.ticket}`)).status).toBe(401);
+    } finally {
+      clock.restore();
+    }
     expect((await call(`/api/v1/sites/${siteId}/ws-ticket`, { method: "POST", token: (await signup()).token })).status).toBe(404);
   });
 

@@ -12,6 +12,7 @@ import {
 } from "../../services/analytics";
 import { listErrors, recordError, setErrorResolution, type ErrorRow } from "../../services/analytics-errors";
 import * as s from "./schema";
+import { workerClock } from "../../lib/clock";
 
 const TAGS = ["Analytics"];
 
@@ -115,7 +116,7 @@ export function analyticsRoutes() {
       const outcome = await recordError(c.env.DB, {
         category: body.category, severity: body.severity, message: body.error_message, stackTrace: body.stack_trace,
         context: body.context, sessionId: body.session_id, ipAddress, userId: user?.id ?? null, requestId: c.var.requestId,
-      }, Date.now(), { rateLimited: true });
+      }, workerClock.now(), { rateLimited: true });
       if (!outcome.recorded) throw tooManyRequests("Too many error reports from this client; try again later", outcome.retryAfterS);
       const answer = { message: outcome.folded ? "Error counted" : "Error logged", error_id: outcome.id, occurrences: outcome.occurrences, folded: outcome.folded };
       return outcome.folded ? c.json(answer, 200) : c.json(answer, 201);

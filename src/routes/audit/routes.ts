@@ -13,6 +13,7 @@ import {
 } from "../../services/audit";
 import { CATEGORIES } from "../../shared/vocabulary";
 import type { MountOptions } from "../mount";
+import { currentDate, workerClock } from "../../lib/clock";
 
 const TAGS = ["Audit"];
 const SEVERITIES = ["info", "warning", "error", "critical"] as const;
@@ -112,7 +113,7 @@ export function auditRoutes(mount: MountOptions) {
       if (q.since) {
         const ms = parseDuration(q.since);
         if (ms === undefined) throw unprocessable([{ loc: ["query", "since"], msg: "Use a duration such as 30m, 24h or 7d", type: "value_error" }]);
-        since = new Date(Date.now() - ms).toISOString();
+        since = new Date(workerClock.now() - ms).toISOString();
       }
       const siteIds = await accessibleSiteIds(c.var.db, user);
       const page = await listAuditEvents(c.var.db, {
@@ -151,7 +152,7 @@ export function auditRoutes(mount: MountOptions) {
       const { time_period_hours } = c.req.valid("query");
       const user = c.var.user!;
       const db = c.var.db;
-      const since = new Date(Date.now() - time_period_hours * 3_600_000).toISOString();
+      const since = new Date(workerClock.now() - time_period_hours * 3_600_000).toISOString();
       const siteIds = await accessibleSiteIds(db, user);
       const [stats, api] = await Promise.all([
         auditStatistics(db, since, siteIds ? { siteIds, userId: user.id } : undefined),
@@ -160,7 +161,7 @@ export function auditRoutes(mount: MountOptions) {
       ]);
       return c.json({
         statistics: { ...stats, api_access_count: api?.n ?? 0, time_period_hours, since },
-        generated_at: new Date().toISOString(),
+        generated_at: currentDate().toISOString(),
       }, 200);
     },
   );

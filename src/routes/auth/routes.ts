@@ -12,6 +12,7 @@ import { LOGIN_STATE_COOKIE, LOGIN_STATE_TTL_S, completeLogin, startLogin } from
 import { clientOfRequest, limitSignups } from "../../services/credential-throttle";
 import { createUser, deleteUser, findUserByEmail, setUserActive, verifyLogin } from "../../services/users";
 import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
+import { workerClock } from "../../lib/clock";
 import * as s from "./schema";
 
 export const authRoutes = newRouter();
@@ -96,7 +97,7 @@ authRoutes.openapi(
   }),
   async (c) => {
     const { redirect } = c.req.valid("query");
-    const login = await startLogin(c.var.config, c.req.url, Date.now());
+    const login = await startLogin(c.var.config, c.req.url, workerClock.now());
     setCookie(c, LOGIN_STATE_COOKIE, login.cookie, {
       httpOnly: true,
       // Lax, whatever COOKIE_SAMESITE says: the callback is a top-level navigation from the provider's site.
@@ -124,7 +125,7 @@ authRoutes.openapi(
     errors: [400, 401, 403, 409, 502, 503],
   }),
   async (c) => {
-    const done = await completeLogin(c.var.db, c.var.config, c.req.raw, c.req.valid("query"), getCookie(c, LOGIN_STATE_COOKIE), Date.now());
+    const done = await completeLogin(c.var.db, c.var.config, c.req.raw, c.req.valid("query"), getCookie(c, LOGIN_STATE_COOKIE), workerClock.now());
     setAccessTokenCookie(c, await issueAccessToken(c.var.config, done.user));
     deleteCookie(c, LOGIN_STATE_COOKIE, { path: done.cookiePath, httpOnly: true, sameSite: "Lax", secure: c.var.config.cookie.secure });
     return c.redirect(done.afterLoginUrl, 302);

@@ -10,6 +10,7 @@ import { deviceBodyLimit } from "../../middleware/body-limits";
 import { deviceAuthTiming } from "../../middleware/auth";
 import * as s from "./schema";
 import type { MountOptions } from "../mount";
+import { currentDate } from "../../lib/clock";
 
 const TAGS = ["Device calls"];
 
@@ -131,7 +132,7 @@ async function ingestTelemetry(env: Env, credential: DeviceCredential, input: Te
       samples.map(({ device_id: _d, site_id: _s, ...sample }) => ({ ...sample, timestamp: sample.timestamp ? normaliseTimestamp(sample.timestamp) : undefined })),
     ));
   if ("rateLimited" in results) throw tooManyRequests("Too many calls from this device", results.retryAfterS);
-  const serverTime = new Date().toISOString();
+  const serverTime = currentDate().toISOString();
   const body = !Array.isArray(input)
     ? { ...results[0], device_id: credential.deviceId, server_time: serverTime }
     : { device_id: credential.deviceId, results, stored_count: results.filter((r) => r.stored).length, server_time: serverTime };

@@ -5,28 +5,29 @@ import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
 import { SERVICE_VERSION, isolateUptimeSeconds, systemPulse } from "../../services/system";
 import { STRESS_LIMITS, runStressTest } from "../../services/stress";
 import type { Db, Env } from "../../env";
+import { currentDate, workerClock } from "../../lib/clock";
 
 const TAGS = ["Service"];
 
 async function databaseCheck(db: Db) {
-  const started = Date.now();
+  const started = performance.now();
   try {
     await db.run(sql`select 1`);
-    return { ok: true, latency_ms: Date.now() - started };
+    return { ok: true, latency_ms: performance.now() - started };
   } catch (error) {
-    return { ok: false, latency_ms: Date.now() - started, error: String((error as Error).message ?? error) };
+    return { ok: false, latency_ms: performance.now() - started, error: String((error as Error).message ?? error) };
   }
 }
 
 const HEALTH_PROBE_HUB = "__health-probe__";
 
 async function siteHubCheck(env: Env) {
-  const started = Date.now();
+  const started = performance.now();
   try {
     await siteHub(env, HEALTH_PROBE_HUB).ping();
-    return { ok: true, latency_ms: Date.now() - started };
+    return { ok: true, latency_ms: performance.now() - started };
   } catch (error) {
-    return { ok: false, latency_ms: Date.now() - started, error: String((error as Error).message ?? error) };
+    return { ok: false, latency_ms: performance.now() - started, error: String((error as Error).message ?? error) };
   }
 }
 
@@ -59,7 +60,7 @@ rootRoutes.openapi(
     responses: { 200: jsonResponse(z.object({ status: z.enum(["healthy", "degraded"]), client_connected: z.boolean(), version: z.string(), timestamp: z.number() }), "Health") } }),
   async (c) => {
     const db = await databaseCheck(c.var.db);
-    return c.json({ status: db.ok ? ("healthy" as const) : ("degraded" as const), client_connected: db.ok, version: SERVICE_VERSION, timestamp: Date.now() / 1000 }, 200);
+    return c.json({ status: db.ok ? ("healthy" as const) : ("degraded" as const), client_connected: db.ok, version: SERVICE_VERSION, timestamp: workerClock.now() / 1000 }, 200);
   },
 );
 
@@ -100,7 +101,7 @@ healthRoutes.openapi(
     return c.json({
       status: db.ok && hubs.ok ? ("healthy" as const) : ("degraded" as const),
       version: SERVICE_VERSION,
-      timestamp: new Date().toISOString(),
+      timestamp: currentDate().toISOString(),
       uptime_seconds: isolateUptimeSeconds(),
       components: {
         database: { status: db.ok ? ("up" as const) : ("down" as const), latency_ms: db.latency_ms, ...(db.error ? { error: db.error } : {}) },

@@ -3,6 +3,7 @@ import { grantedDevice, grantedSiteIfNamed } from "../../middleware/access";
 import { accessibleSiteIds } from "../../services/access";
 import { apiPerformance, deviceStateTimeline, errorTrends, jobOutcomeMetrics } from "../../services/metrics";
 import * as s from "./schema";
+import { workerClock } from "../../lib/clock";
 
 const TAGS = ["Metrics"];
 
@@ -20,7 +21,7 @@ export function metricsRoutes() {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      return c.json(await apiPerformance(c.env.DB, { hours: q.hours, endpoint: q.endpoint, now: Date.now() }), 200);
+      return c.json(await apiPerformance(c.env.DB, { hours: q.hours, endpoint: q.endpoint, now: workerClock.now() }), 200);
     },
   );
 
@@ -36,7 +37,7 @@ export function metricsRoutes() {
       const q = c.req.valid("query");
       const named = grantedSiteIfNamed(c);
       const siteIds = named ? [named.site.siteId] : await accessibleSiteIds(c.var.db, c.var.user!);
-      return c.json(await jobOutcomeMetrics(c.env.DB, { hours: q.hours, jobType: q.job_type, siteIds, now: Date.now() }), 200);
+      return c.json(await jobOutcomeMetrics(c.env.DB, { hours: q.hours, jobType: q.job_type, siteIds, now: workerClock.now() }), 200);
     },
   );
 
@@ -50,7 +51,7 @@ export function metricsRoutes() {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      return c.json(await errorTrends(c.env.DB, { hours: q.hours, category: q.category, now: Date.now() }), 200);
+      return c.json(await errorTrends(c.env.DB, { hours: q.hours, category: q.category, now: workerClock.now() }), 200);
     },
   );
 
@@ -64,7 +65,7 @@ export function metricsRoutes() {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      return c.json(await deviceStateTimeline(c.var.db, grantedDevice(c).device, { hours: q.hours, limit: q.limit, offset: q.offset, now: Date.now() }), 200);
+      return c.json(await deviceStateTimeline(c.var.db, grantedDevice(c).device, { hours: q.hours, limit: q.limit, offset: q.offset, now: workerClock.now() }), 200);
     },
   );
 
