@@ -9,8 +9,8 @@ const NO_CONTROL_BUT_LINE_BREAKS = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u0
 
 /**
  * A name or identifier typed by a person or sent by a device (site, device, user, job and tenant
- * names, identities, keys, tokens). Letters of every script are welcome; control characters are not. Checked before any
- * trim, so a trailing line break is refused rather than quietly removed.
+ * names, identities, keys, tokens). Letters of every script are welcome; control characters are
+ * not. Checked before any trim, so a trailing line break is refused rather than quietly removed.
  */
 export const lineText = () => z.string().regex(NO_CONTROL, "Control characters (U+0000–U+001F, U+007F–U+009F) are not allowed");
 
