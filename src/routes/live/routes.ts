@@ -96,7 +96,7 @@ export function liveRoutes() {
     apiRoute({
       method: "delete", path: "/{site_id}/ws-ticket/{ticket_id}", auth: "user", access: { site: "viewer" }, tags: TAGS,
       summary: "Revoke one of your WebSocket tickets",
-      description: `An unused ticket can no longer be redeemed; a used one has the subscription it opened closed at once (close code ${LIVE_REVOKED_CLOSE_CODE}, reason "${LIVE_REVOKED_REASON}"). \`ticket_id\` is the one \`POST …/ws-ticket\` answered. Only your own tickets: anything else is 404.`,
+      description: `An unused ticket can no longer be redeemed; a used one has the subscription it opened closed at once (close code ${LIVE_REVOKED_CLOSE_CODE}, reason "${LIVE_REVOKED_REASON}"). \`ticket_id\` is the one \`POST …/ws-ticket\` answered. Viewer role on the site; only your own tickets: anything else is 404, as is a site you cannot see.`,
       request: { params: TicketParams },
       responses: { 200: jsonResponse(TicketRevocation, "Revoked") },
       errors: [404],
