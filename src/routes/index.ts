@@ -19,6 +19,7 @@ import { agentsRoutes } from "./agents/routes";
 import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
 import { auditExportRoutes } from "./audit/export";
+import { auditReportRoutes } from "./audit/reports";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 
@@ -80,6 +81,7 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
   // Audit export, reports, retention and archives, and the trail's status (docs/audit-retention.md)
   { prefix: "/api/v1/audit", router: auditExportRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditReportRoutes, aliases: ["/audit"] },
 ];
 
 /**
