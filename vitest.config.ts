@@ -19,6 +19,8 @@ export default defineConfig({
                 LIVE_MAX_SUBSCRIPTIONS_PER_USER: "3",
                 LIVE_MAX_SUBSCRIPTIONS_PER_SITE: "5",
                 CORS_ORIGINS: "https://console.example.com",
+                // A test key for encrypted audit archives (base64 of 32 bytes); tests remove it to see the refusal.
+                AUDIT_ARCHIVE_KEY: "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
                 TEST_MIGRATIONS: migrations,
               },
             },

@@ -19,6 +19,10 @@ export interface Env extends HubBindings {
   SIGNUP_LIMITER: RateLimit;
   ASSETS?: Fetcher;
   REQUEST_LOG_AE?: AnalyticsEngineDataset;
+  /** Where the audit retention run writes its archives (docs/audit-retention.md). */
+  AUDIT_ARCHIVE: R2Bucket;
+  /** Secret: base64 of 32 bytes, the AES-256-GCM key of encrypted audit archives. */
+  AUDIT_ARCHIVE_KEY?: string;
 }
 
 /** The configuration as a request sees it: the JWT settings are valid, or the request never got here. */

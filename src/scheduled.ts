@@ -7,6 +7,7 @@ import { runCommandMaintenance } from "./services/commands";
 import { runJobMaintenance } from "./services/jobs";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
+import { runAuditRetention } from "./services/audit-retention";
 
 interface Step {
   name: string;
@@ -35,6 +36,8 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "commands", run: runCommandMaintenance },
   // Jobs stuck in queued (never handed to their hub) or sent (hub evicted, deadline passed) are re-driven.
   { name: "jobs", run: runJobMaintenance },
+  // The audit trail's retention policy, when one is set: archive to R2, then delete (docs/audit-retention.md).
+  { name: "audit retention", run: (env, db, now) => runAuditRetention(env, db, now, "cron") },
 ];
 
 /**

@@ -272,11 +272,14 @@ export const auditLogs = sqliteTable("audit_logs", {
   userAgent: text("user_agent"),
   sessionId: text("session_id"),
   createdAt: createdAt(),
+  // When the retention run wrote the event to an archive; null until then (docs/audit-retention.md).
+  archivedAt: text("archived_at"),
 }, (t) => [
   index("audit_logs_created_idx").on(t.createdAt),
   index("audit_logs_site_created_idx").on(t.siteId, t.createdAt),
   index("audit_logs_type_created_idx").on(t.eventType, t.createdAt),
   index("audit_logs_device_created_idx").on(t.deviceId, t.createdAt),
+  index("audit_logs_unarchived_created_idx").on(t.createdAt).where(sql`${t.archivedAt} IS NULL`),
 ]);
 
 export const apiRequestLogs = sqliteTable("api_request_logs", {
@@ -494,4 +497,43 @@ export const agents = sqliteTable("agents", {
   updatedAt: updatedAt(),
 }, (t) => [
   index("agents_site_state_idx").on(t.siteId, t.state),
+]);
+
+// Audit retention (docs/audit-retention.md): the one policy row (absent until an administrator sets
+// one), one row per archive object written to the AUDIT_ARCHIVE bucket, and the runs that did work.
+export const auditRetentionPolicy = sqliteTable("audit_retention_policy", {
+  id: integer("id").primaryKey(),
+  retentionDays: integer("retention_days").notNull(),
+  archiveAfterDays: integer("archive_after_days"),
+  compressArchives: integer("compress_archives", { mode: "boolean" }).notNull(),
+  encryptionRequired: integer("encryption_required", { mode: "boolean" }).notNull(),
+  updatedBy: integer("updated_by"),
+  updatedAt: text("updated_at").notNull(),
+});
+
+export const auditArchives = sqliteTable("audit_archives", {
+  archiveId: text("archive_id").primaryKey(),
+  day: text("day").notNull(),
+  firstEventId: integer("first_event_id").notNull(),
+  lastEventId: integer("last_event_id").notNull(),
+  events: integer("events").notNull(),
+  bytes: integer("bytes").notNull(),
+  compressed: integer("compressed", { mode: "boolean" }).notNull(),
+  encrypted: integer("encrypted", { mode: "boolean" }).notNull(),
+  createdAt: text("created_at").notNull(),
+}, (t) => [
+  index("audit_archives_day_idx").on(t.day),
+]);
+
+export const auditRetentionRuns = sqliteTable("audit_retention_runs", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  trigger: text("trigger", { enum: ["cron", "optimize"] }).notNull(),
+  startedAt: text("started_at").notNull(),
+  finishedAt: text("finished_at").notNull(),
+  archivedEvents: integer("archived_events").notNull(),
+  archiveObjects: integer("archive_objects").notNull(),
+  deletedEvents: integer("deleted_events").notNull(),
+  error: text("error"),
+}, (t) => [
+  index("audit_retention_runs_started_idx").on(t.startedAt),
 ]);

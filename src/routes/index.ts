@@ -20,6 +20,7 @@ import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
 import { auditExportRoutes } from "./audit/export";
 import { auditReportRoutes } from "./audit/reports";
+import { auditRetentionRoutes } from "./audit/retention";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 
@@ -82,6 +83,7 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   // Audit export, reports, retention and archives, and the trail's status (docs/audit-retention.md)
   { prefix: "/api/v1/audit", router: auditExportRoutes, aliases: ["/audit"] },
   { prefix: "/api/v1/audit", router: auditReportRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditRetentionRoutes, aliases: ["/audit"] },
 ];
 
 /**
