@@ -21,6 +21,7 @@ import { auditRoutes } from "./audit/routes";
 import { auditExportRoutes } from "./audit/export";
 import { auditReportRoutes } from "./audit/reports";
 import { auditRetentionRoutes } from "./audit/retention";
+import { auditStatusRoutes } from "./audit/status";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 
@@ -84,6 +85,7 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/audit", router: auditExportRoutes, aliases: ["/audit"] },
   { prefix: "/api/v1/audit", router: auditReportRoutes, aliases: ["/audit"] },
   { prefix: "/api/v1/audit", router: auditRetentionRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditStatusRoutes, aliases: ["/audit"] },
 ];
 
 /**

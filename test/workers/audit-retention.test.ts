@@ -13,8 +13,9 @@ let adminToken: string;
 let clock: ReturnType<typeof installWorkerClock> | undefined;
 
 beforeAll(async () => {
-  adminAccount = await admin();
-  adminToken = (adminAccount as { token: string }).token;
+  const account = await admin();
+  adminAccount = account;
+  adminToken = account.token;
 });
 
 /** Signs the administrator in again: after the clock moves days on, the earlier token has expired. */

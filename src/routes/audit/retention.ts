@@ -29,7 +29,7 @@ export const RetentionPolicySchema = z
   })
   .openapi("AuditRetentionPolicy");
 
-const PolicyView = z
+export const PolicyView = z
   .object({
     policy: RetentionPolicySchema.nullable().openapi({ description: "null until an administrator sets one: until then nothing is archived or deleted" }),
     encryption_key: z.enum(["configured", "missing", "invalid"]).openapi({ description: "Whether AUDIT_ARCHIVE_KEY holds a usable key (the key itself is never shown)" }),
