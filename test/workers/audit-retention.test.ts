@@ -1,11 +1,12 @@
 import { env } from "cloudflare:workers";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { eq, isNotNull, sql } from "drizzle-orm";
+import { desc, eq, isNotNull, sql } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { ARCHIVE_MAX_OBJECTS_PER_RUN, ARCHIVE_OBJECT_MAX_EVENTS } from "../../src/services/audit-retention";
 import { admin, call, db, fetchChecked, signup, unique } from "./helpers";
 import { installWorkerClock } from "./clock";
 import { runCron } from "./commands-helpers";
+import { runScheduled } from "../../src/scheduled";
 
 const DAY = 86_400_000;
 let adminAccount: { email: string; password: string };
@@ -212,6 +213,33 @@ describe("audit retention", () => {
     } finally {
       env.AUDIT_ARCHIVE_KEY = saved;
     }
+  });
+
+  it("a run interrupted between writing an archive and marking its events loses nothing and duplicates nothing", async () => {
+    const tag = unique("intr");
+    await recordEvents(tag, 2);
+    clock = installWorkerClock();
+    clock.advance(2 * DAY);
+    // D1 refuses batches (the marking is one) for this run only: the object is written, its events stay unmarked.
+    const real = env.DB;
+    const refusingBatches: D1Database = {
+      prepare: (query) => real.prepare(query),
+      exec: (query) => real.exec(query),
+      dump: () => real.dump(),
+      withSession: (constraint) => real.withSession(constraint),
+      batch: async () => { throw new Error("D1_ERROR: simulated outage"); },
+    };
+    const failed = await runScheduled({ ...env, DB: refusingBatches }, new Date(clock.now()));
+    expect(failed).toContain("audit retention");
+    const stranded = await rowsTagged(tag);
+    expect(stranded).toHaveLength(2);
+    expect(stranded.every((r) => r.archivedAt === null)).toBe(true);
+    const lastRun = await db().select().from(schema.auditRetentionRuns).orderBy(desc(schema.auditRetentionRuns.id)).get();
+    expect(lastRun?.error).toMatch(/archiving failed/);
+
+    await runCron(clock.now());
+    expect((await rowsTagged(tag)).every((r) => r.archivedAt !== null)).toBe(true);
+    expect((await archivedDescriptions()).filter((d) => d?.startsWith(tag)).sort()).toEqual([`${tag}-0`, `${tag}-1`]);
   });
 
   it("archive listing and download validate their input", async () => {
