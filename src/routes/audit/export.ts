@@ -14,23 +14,20 @@ const ExportBody = z
   })
   .openapi("AuditExportRequest");
 
+// The schema of each exported field; a field added to AUDIT_EXPORT_FIELDS without an entry here is
+// documented as text or null, which is what the audit columns hold.
+const FIELD_SCHEMAS: Record<string, z.ZodType> = {
+  id: z.number().int(),
+  created_at: z.string(),
+  event_type: z.string(),
+  category: z.string(),
+  severity: z.string(),
+  user_id: z.number().int().nullable(),
+  [METADATA_FIELD]: z.record(z.string(), z.unknown()).optional().openapi({ description: "Left out when `include_metadata` is false" }),
+};
+
 const ExportedEvent = z
-  .object({
-    id: z.number().int(),
-    created_at: z.string(),
-    event_type: z.string(),
-    category: z.string(),
-    severity: z.string(),
-    description: z.string().nullable(),
-    user_id: z.number().int().nullable(),
-    site_id: z.string().nullable(),
-    device_id: z.string().nullable(),
-    job_id: z.string().nullable(),
-    ip_address: z.string().nullable(),
-    user_agent: z.string().nullable(),
-    session_id: z.string().nullable(),
-    event_metadata: z.record(z.string(), z.unknown()).optional().openapi({ description: "Left out when `include_metadata` is false" }),
-  })
+  .object(Object.fromEntries(AUDIT_EXPORT_FIELDS.map((f) => [f.name, FIELD_SCHEMAS[f.name] ?? z.string().nullable()])))
   .openapi("AuditExportedEvent");
 
 const file = (description: string) => ({ schema: z.string().openapi({ description }) });
