@@ -153,9 +153,9 @@ export function auditRoutes(mount: MountOptions) {
       const { time_period_hours } = c.req.valid("query");
       const user = c.var.user!;
       const db = c.var.db;
-      const since = new Date(workerClock.now() - time_period_hours * 3_600_000).toISOString();
-      const siteIds = await accessibleSiteIds(db, user);
       const now = workerClock.now();
+      const since = new Date(now - time_period_hours * 3_600_000).toISOString();
+      const siteIds = await accessibleSiteIds(db, user);
       const [stats, apiAccessCount] = await Promise.all([
         auditStatistics(db, since, siteIds ? { siteIds, userId: user.id } : undefined),
         user.isAdmin
