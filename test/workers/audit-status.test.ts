@@ -69,7 +69,7 @@ describe("audit status endpoints", () => {
     expect(res.status).toBe(200);
     const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
     const lastHour = (await db().select({ n: sql<number>`count(*)` }).from(schema.auditLogs).where(gte(schema.auditLogs.createdAt, hourAgo)).get())!.n;
-    // Written since the request: the login of nobody; the figures are the table's at the time.
+    // Nothing is written between the request and these counts, so they must agree exactly.
     expect(res.json.write_rate.last_hour.events).toBe(lastHour);
     expect(res.json.write_rate.last_hour.per_minute).toBeCloseTo(lastHour / 60, 2);
     expect(res.json.table.rows).toBe(await auditCount());
