@@ -495,3 +495,24 @@ export const agents = sqliteTable("agents", {
 }, (t) => [
   index("agents_site_state_idx").on(t.siteId, t.state),
 ]);
+
+// One row per push sent through /api/v1/push: what was asked and, per target device, how it went
+// out (status, channel, the command carrying it, why it failed). The targets' live status is read
+// from their commands when the push is looked at; this row keeps what was known when it was sent.
+export const pushDeliveries = sqliteTable("push_deliveries", {
+  pushId: text("push_id").primaryKey(),
+  kind: text("kind", { enum: ["send", "bulk"] }).notNull(),
+  createdByUserId: integer("created_by_user_id").notNull(),
+  createdBy: text("created_by").notNull(),
+  /** Every site a target belongs to: who may read the push. */
+  siteIds: json("site_ids").$type<string[]>().notNull(),
+  notifications: json("notifications").$type<unknown[]>().notNull(),
+  targets: json("targets").$type<unknown[]>().notNull(),
+  /** An Idempotency-Key given with the send (unique per user) and a digest of the request it came with. */
+  idempotencyKey: text("idempotency_key"),
+  requestFingerprint: text("request_fingerprint"),
+  createdAt: createdAt(),
+}, (t) => [
+  uniqueIndex("push_deliveries_idem_uq").on(t.createdByUserId, t.idempotencyKey),
+  index("push_deliveries_created_idx").on(t.createdAt),
+]);

@@ -1,0 +1,61 @@
+import { unprocessable } from "../lib/errors";
+
+export const PUSH_PLATFORM_IDS = ["device_channel", "command_poll", "web_push", "fcm", "apns", "wns", "mqtt"] as const;
+export type PushPlatformId = (typeof PUSH_PLATFORM_IDS)[number];
+
+/** Platforms a push goes out on through the device's command queue. */
+const QUEUE_CHANNELS: readonly PushPlatformId[] = ["device_channel", "command_poll"];
+
+export interface PushPlatformInfo {
+  id: PushPlatformId;
+  name: string;
+  available: boolean;
+  reason: string;
+}
+
+/**
+ * What each push platform can do here, said plainly. A platform is listed as available only when
+ * this service actually delivers through it; the vendor channels it cannot use say why.
+ */
+export function pushPlatforms(): PushPlatformInfo[] {
+  return [
+    {
+      id: "device_channel", name: "Device channel (WebSocket to the site's hub)", available: true,
+      reason: "A notification is queued as a notify command in the device's site hub; a device holding the live device channel receives it as soon as it is queued",
+    },
+    {
+      id: "command_poll", name: "Command poll (HTTP)", available: true,
+      reason: "A notification is queued as a notify command with its time to live; the device receives it on its next poll of /api/v1/devices/pending (at once on a long poll)",
+    },
+    {
+      id: "web_push", name: "Web Push (browsers)", available: false,
+      reason: "Not built yet: this service does not send Web Push messages (VAPID and payload encryption), whatever keys are configured",
+    },
+    {
+      id: "fcm", name: "Firebase Cloud Messaging (Android)", available: false,
+      reason: "Not built yet: this service has no FCM sender, whatever credentials are configured",
+    },
+    {
+      id: "apns", name: "Apple Push Notification service", available: false,
+      reason: "Not built yet: this service has no APNs sender, whatever key is configured",
+    },
+    {
+      id: "wns", name: "Windows Push Notification Services", available: false,
+      reason: "Not supported: Windows devices receive notifications through the device channel or the command poll",
+    },
+    {
+      id: "mqtt", name: "MQTT", available: false,
+      reason: "Not supported: a Worker cannot hold an MQTT broker connection; devices receive notifications through the device channel or the command poll",
+    },
+  ];
+}
+
+/**
+ * A send that names a platform must name one it can go out on: the device's command queue serves
+ * both the device channel and the poll. Any other platform is refused with its reason.
+ */
+export function ensureSendablePlatform(platform: PushPlatformId | undefined, at: (string | number)[]) {
+  if (platform === undefined || QUEUE_CHANNELS.includes(platform)) return;
+  const info = pushPlatforms().find((p) => p.id === platform)!;
+  throw unprocessable([{ loc: at, msg: `Platform ${platform} is unavailable: ${info.reason}`, type: "platform_unavailable" }]);
+}
