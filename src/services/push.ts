@@ -66,6 +66,8 @@ async function devicesById(db: Db, ids: string[]): Promise<Map<string, DeviceRow
  * on, is 404; a role below operator is 403).
  */
 async function resolveTargets(db: Db, user: AuthUser, notifications: PushNotification[], request?: Request): Promise<Target[]> {
+  const namedCount = notifications.reduce((sum, n) => sum + (n.site_id ? 0 : new Set(n.device_ids ?? [n.device_id]).size), 0);
+  if (namedCount > MAX_PUSH_TARGETS) throw tooManyTargets();
   const namedIds = [...new Set(notifications.flatMap((n) => n.device_ids ?? (n.device_id ? [n.device_id] : [])))];
   const named = namedIds.length ? await devicesById(db, namedIds) : new Map<string, DeviceRow>();
   const checkedSites = new Set<string>();
@@ -77,6 +79,7 @@ async function resolveTargets(db: Db, user: AuthUser, notifications: PushNotific
       const siteDevices = await db.select().from(devices)
         .where(and(eq(devices.siteId, n.site_id), eq(devices.lifecycleState, "active"))).all();
       targets.push(...siteDevices.map((device) => ({ device, notification: index })));
+      if (targets.length > MAX_PUSH_TARGETS) throw tooManyTargets();
       continue;
     }
     for (const id of new Set(n.device_ids ?? [n.device_id!])) {
@@ -88,13 +91,13 @@ async function resolveTargets(db: Db, user: AuthUser, notifications: PushNotific
       }
       targets.push({ device, notification: index });
     }
-    if (targets.length > MAX_PUSH_TARGETS) break;
-  }
-  if (targets.length > MAX_PUSH_TARGETS) {
-    throw unprocessable([{ loc: ["body"], msg: `At most ${MAX_PUSH_TARGETS} target devices per request; this one names more`, type: "too_many_targets" }]);
+    if (targets.length > MAX_PUSH_TARGETS) throw tooManyTargets();
   }
   return targets;
 }
+
+const tooManyTargets = () =>
+  unprocessable([{ loc: ["body"], msg: `At most ${MAX_PUSH_TARGETS} target devices per request; this one names more`, type: "too_many_targets" }]);
 
 // ---- how a target's command stands ---------------------------------------------------------------
 
