@@ -7,6 +7,7 @@ import { runCommandMaintenance } from "./services/commands";
 import { runJobMaintenance } from "./services/jobs";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
+import { notifyOfflineDevices } from "./services/web-push";
 
 interface Step {
   name: string;
@@ -35,6 +36,8 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "commands", run: runCommandMaintenance },
   // Jobs stuck in queued (never handed to their hub) or sent (hub evicted, deadline passed) are re-driven.
   { name: "jobs", run: runJobMaintenance },
+  // Web Push to subscribed users about devices of their sites that went offline since the last run.
+  { name: "device-offline notifications", run: (env, db) => notifyOfflineDevices(env, db) },
 ];
 
 /**

@@ -516,3 +516,23 @@ export const pushDeliveries = sqliteTable("push_deliveries", {
   uniqueIndex("push_deliveries_idem_uq").on(t.createdByUserId, t.idempotencyKey),
   index("push_deliveries_created_idx").on(t.createdAt),
 ]);
+
+// A signed-in user's Web Push subscription: the browser's push-service endpoint and the keys its
+// payloads are encrypted for. Removed when its owner deletes it or the push service says it is gone.
+export const pushSubscriptions = sqliteTable("push_subscriptions", {
+  subscriptionId: text("subscription_id").primaryKey(),
+  userId: integer("user_id").notNull(),
+  endpoint: text("endpoint").notNull(),
+  p256dh: text("p256dh").notNull(),
+  auth: text("auth").notNull(),
+  createdAt: createdAt(),
+  lastSentAt: text("last_sent_at"),
+}, (t) => [
+  uniqueIndex("push_subscriptions_user_endpoint_uq").on(t.userId, t.endpoint),
+]);
+
+// How far the minute cron has read device_state_history for device-offline notifications.
+export const pushNotifierCursor = sqliteTable("push_notifier_cursor", {
+  name: text("name").primaryKey(),
+  lastId: integer("last_id").notNull(),
+});

@@ -1,4 +1,6 @@
+import type { Env } from "../env";
 import { unprocessable } from "../lib/errors";
+import { webPushSetup } from "./web-push";
 
 export const PUSH_PLATFORM_IDS = ["device_channel", "command_poll", "web_push", "fcm", "apns", "wns", "mqtt"] as const;
 export type PushPlatformId = (typeof PUSH_PLATFORM_IDS)[number];
@@ -17,7 +19,8 @@ export interface PushPlatformInfo {
  * What each push platform can do here, said plainly. A platform is listed as available only when
  * this service actually delivers through it; the vendor channels it cannot use say why.
  */
-export function pushPlatforms(): PushPlatformInfo[] {
+export function pushPlatforms(env: Env): PushPlatformInfo[] {
+  const webPush = webPushSetup(env);
   return [
     {
       id: "device_channel", name: "Device channel (WebSocket to the site's hub)", available: true,
@@ -28,8 +31,10 @@ export function pushPlatforms(): PushPlatformInfo[] {
       reason: "A notification is queued as a notify command with its time to live; the device receives it on its next poll of /api/v1/devices/pending (at once on a long poll)",
     },
     {
-      id: "web_push", name: "Web Push (browsers)", available: false,
-      reason: "Not built yet: this service does not send Web Push messages (VAPID and payload encryption), whatever keys are configured",
+      id: "web_push", name: "Web Push (signed-in users' browsers)", available: webPush.ok,
+      reason: webPush.ok
+        ? "Signed-in users who registered a browser subscription (/api/v1/push/subscriptions) get device-offline notifications for the sites they can view; devices are not Web Push targets"
+        : webPush.reason,
     },
     {
       id: "fcm", name: "Firebase Cloud Messaging (Android)", available: false,
@@ -54,8 +59,11 @@ export function pushPlatforms(): PushPlatformInfo[] {
  * A send that names a platform must name one it can go out on: the device's command queue serves
  * both the device channel and the poll. Any other platform is refused with its reason.
  */
-export function ensureSendablePlatform(platform: PushPlatformId | undefined, at: (string | number)[]) {
+export function ensureSendablePlatform(env: Env, platform: PushPlatformId | undefined, at: (string | number)[]) {
   if (platform === undefined || QUEUE_CHANNELS.includes(platform)) return;
-  const info = pushPlatforms().find((p) => p.id === platform)!;
+  if (platform === "web_push") {
+    throw unprocessable([{ loc: at, msg: "Web Push reaches signed-in users' browsers, not devices: send to devices on device_channel or command_poll", type: "platform_unavailable" }]);
+  }
+  const info = pushPlatforms(env).find((p) => p.id === platform)!;
   throw unprocessable([{ loc: at, msg: `Platform ${platform} is unavailable: ${info.reason}`, type: "platform_unavailable" }]);
 }

@@ -32,6 +32,11 @@ export interface Vars {
   CORS_ORIGINS?: string;
   LIVE_MAX_SUBSCRIPTIONS_PER_USER?: string;
   LIVE_MAX_SUBSCRIPTIONS_PER_SITE?: string;
+  // Web Push to signed-in users' browsers (docs/push.md); PUSH_TEST_LOOPBACK_ENDPOINTS is for tests only.
+  VAPID_PUBLIC_KEY?: string;
+  VAPID_PRIVATE_KEY?: string;
+  VAPID_SUBJECT?: string;
+  PUSH_TEST_LOOPBACK_ENDPOINTS?: string;
 }
 
 /** What a site hub is given: the database and the variables (the Worker's Env adds its own bindings). */

@@ -3,6 +3,9 @@ import type { AppEnv } from "../../env";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { countStatuses, currentTargets, findReadablePush, sendPush, type PushNotification, type PushRow, type TargetResult } from "../../services/push";
 import { ensureSendablePlatform, pushPlatforms } from "../../services/push-platforms";
+import {
+  deleteSubscription, listSubscriptions, ownSubscription, registerSubscription, requireWebPush, sendWebPush, type SubscriptionRow,
+} from "../../services/web-push";
 import * as s from "./schema";
 
 const TAGS = ["Push"];
@@ -22,6 +25,10 @@ const view = (push: PushRow, results: TargetResult[]) => ({
   total: results.length, counts: countStatuses(results), results,
 });
 
+const subscriptionView = (row: SubscriptionRow) => ({
+  subscription_id: row.subscriptionId, endpoint: row.endpoint, created_at: row.createdAt, last_sent_at: row.lastSentAt,
+});
+
 /** `/api/v1/push`: notifications to devices, their delivery status, and the platforms there are. */
 export function pushRoutes() {
   const app = newRouter();
@@ -34,7 +41,7 @@ export function pushRoutes() {
       responses: { 200: jsonResponse(s.PushPlatformList, "Platforms") },
     }),
     (c) => {
-      const platforms = pushPlatforms();
+      const platforms = pushPlatforms(c.env);
       return c.json({ platforms, total: platforms.length }, 200);
     },
   );
@@ -50,7 +57,7 @@ export function pushRoutes() {
     }),
     async (c) => {
       const notification: PushNotification = c.req.valid("json");
-      ensureSendablePlatform(notification.platform, ["body", "platform"]);
+      ensureSendablePlatform(c.env, notification.platform, ["body", "platform"]);
       const { push, created } = await sendPush(c.env, c.var.db, c.var.user!, "send", [notification], c.req.valid("header")["idempotency-key"], c.req.raw);
       return c.json(await answer(c, push, created), 201);
     },
@@ -67,9 +74,89 @@ export function pushRoutes() {
     }),
     async (c) => {
       const { notifications } = c.req.valid("json");
-      notifications.forEach((n, i) => ensureSendablePlatform(n.platform, ["body", "notifications", i, "platform"]));
+      notifications.forEach((n, i) => ensureSendablePlatform(c.env, n.platform, ["body", "notifications", i, "platform"]));
       const { push, created } = await sendPush(c.env, c.var.db, c.var.user!, "bulk", notifications, c.req.valid("header")["idempotency-key"], c.req.raw);
       return c.json(await answer(c, push, created), 201);
+    },
+  );
+
+  // Web Push subscriptions of the signed-in user. Declared before /{push_id}, which would read
+  // `subscriptions` as a push id.
+  const WEB_PUSH_503 = "503 when Web Push is not configured (VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT).";
+
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/vapid-public-key", auth: "user", tags: TAGS,
+      summary: "The public key browsers subscribe with",
+      description: `The application server key for \`PushManager.subscribe({applicationServerKey})\`, base64url. ${WEB_PUSH_503}`,
+      responses: { 200: jsonResponse(s.VapidPublicKey, "The key") },
+      errors: [503],
+    }),
+    (c) => c.json({ public_key: requireWebPush(c.env).publicKey.replace(/=+$/, "") }, 200),
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/subscriptions", auth: "user", tags: TAGS,
+      summary: "Register a browser's Web Push subscription",
+      description: `The body is what \`PushSubscription.toJSON()\` gives: \`{endpoint, keys: {p256dh, auth}}\`; the endpoint must be https. The caller then gets Web Push notifications about devices going offline on the sites they can view. Registering an endpoint the caller already has refreshes its keys (200); a new one is 201. At most 20 per user (409 beyond). A subscription the push service reports gone (404 or 410) is removed. ${WEB_PUSH_503}`,
+      request: jsonBody(s.SubscriptionBody),
+      responses: {
+        200: jsonResponse(s.Subscription, "Already registered: keys refreshed"),
+        201: jsonResponse(s.Subscription, "Registered"),
+      },
+      errors: [409, 503],
+    }),
+    async (c) => {
+      const { subscription, created } = await registerSubscription(c.env, c.var.db, c.var.user!, c.req.valid("json"));
+      return created ? c.json(subscriptionView(subscription), 201) : c.json(subscriptionView(subscription), 200);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/subscriptions", auth: "user", tags: TAGS,
+      summary: "The caller's Web Push subscriptions",
+      description: "Only the caller's own, newest first.",
+      responses: { 200: jsonResponse(s.SubscriptionList, "Subscriptions") },
+    }),
+    async (c) => {
+      const rows = await listSubscriptions(c.var.db, c.var.user!);
+      return c.json({ subscriptions: rows.map(subscriptionView), total: rows.length }, 200);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "delete", path: "/subscriptions/{subscription_id}", auth: "user", tags: TAGS,
+      summary: "Delete one of the caller's subscriptions",
+      description: "Another user's subscription is 404, as an unknown one.",
+      request: { params: s.SubscriptionParams },
+      responses: { 204: { description: "Deleted" } },
+      errors: [404],
+    }),
+    async (c) => {
+      await deleteSubscription(c.var.db, c.var.user!, c.req.valid("param").subscription_id);
+      return c.body(null, 204);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "post", path: "/subscriptions/{subscription_id}/test", auth: "user", tags: TAGS,
+      summary: "Send a test notification to one of the caller's subscriptions",
+      description: `Encrypts and sends a short notification now and answers what the push service said: \`sent\`, \`expired\` (404 or 410: the subscription was removed) or \`failed\` with the reason. Another user's subscription is 404. ${WEB_PUSH_503}`,
+      request: { params: s.SubscriptionParams },
+      responses: { 200: jsonResponse(s.WebPushResult, "What the push service answered") },
+      errors: [404, 503],
+    }),
+    async (c) => {
+      const keys = requireWebPush(c.env);
+      const subscription = await ownSubscription(c.var.db, c.var.user!, c.req.valid("param").subscription_id);
+      const outcome = await sendWebPush(c.env, c.var.db, keys, subscription, {
+        title: "Fleet Edge test notification", body: `Notifications reach this browser (${c.var.user!.email})`, data: { kind: "test" },
+      });
+      return c.json({ subscription_id: subscription.subscriptionId, ...outcome }, 200);
     },
   );
 

@@ -6,6 +6,7 @@ import { MAX_PUSH_TARGETS, PUSH_PRIORITIES } from "../../services/push";
 import { PUSH_PLATFORM_IDS } from "../../services/push-platforms";
 import { DeviceIdSchema } from "../devices/schema";
 import { SiteIdSchema } from "../sites/schema";
+import { decodeBase64url, isP256PublicKey } from "../../lib/web-push";
 
 const MAX_DATA_BYTES = 16 * 1024;
 export const MAX_BULK_NOTIFICATIONS = 100;
@@ -97,3 +98,46 @@ export const PushPlatform = z
 export const PushPlatformList = z
   .object({ platforms: z.array(PushPlatform), total: z.number().int() })
   .openapi("PushPlatformList");
+
+// ---- Web Push subscriptions -------------------------------------------------------------------
+
+const base64urlBytes = (length: number, what: string) =>
+  z.string().max(200).refine((v) => {
+    const bytes = decodeBase64url(v);
+    return bytes?.length === length && (length !== 65 || isP256PublicKey(bytes));
+  }, `${what} (base64url)`);
+
+export const SubscriptionBody = z
+  .object({
+    endpoint: z.string().min(1).max(2048).openapi({ example: "https://fcm.googleapis.com/fcm/send/dGhpcyBpcyBhbiBleGFtcGxl" }),
+    keys: z.object({
+      p256dh: base64urlBytes(65, "An uncompressed P-256 public key, 65 bytes"),
+      auth: base64urlBytes(16, "A 16-byte authentication secret"),
+    }),
+    expirationTime: z.number().nullable().optional().openapi({ description: "Given by browsers; ignored" }),
+  })
+  .openapi("WebPushSubscriptionRequest");
+
+export const SubscriptionParams = z.object({
+  subscription_id: z.string().min(1).max(64).regex(/^[A-Za-z0-9-]+$/, "Letters, digits and '-' only")
+    .openapi({ param: { name: "subscription_id", in: "path" }, example: "2c1f0b9e-7d4a-4e3b-9a8f-5b6c7d8e9f01" }),
+});
+
+export const Subscription = z
+  .object({ subscription_id: z.string(), endpoint: z.string(), created_at: z.string(), last_sent_at: z.string().nullable() })
+  .openapi("WebPushSubscription");
+
+export const SubscriptionList = z
+  .object({ subscriptions: z.array(Subscription), total: z.number().int() })
+  .openapi("WebPushSubscriptionList");
+
+export const VapidPublicKey = z.object({ public_key: z.string() }).openapi("VapidPublicKey");
+
+export const WebPushResult = z
+  .object({
+    subscription_id: z.string(),
+    status: z.enum(["sent", "expired", "failed"]),
+    http_status: z.number().int().nullable().openapi({ description: "The push service's answer, when it gave one" }),
+    reason: z.string().nullable(),
+  })
+  .openapi("WebPushResult");
