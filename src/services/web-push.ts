@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { deviceStateHistory, devices, pushNotifierCursor, pushSubscriptions } from "../db/schema";
-import { ApiError, conflict, notFound } from "../lib/errors";
+import { ApiError, conflict, notFound, unprocessable } from "../lib/errors";
 import { currentDate } from "../lib/clock";
 import { encryptPayload, fromBase64url, vapidAuthorization, vapidKeyProblem, type VapidKeys } from "../lib/web-push";
 
@@ -67,6 +67,8 @@ const subscriptionNotFound = (id: string) => notFound(`Subscription with ID '${i
 /** Registers (or, for an endpoint the user already has, refreshes the keys of) a subscription. */
 export async function registerSubscription(env: Env, db: Db, user: AuthUser, input: SubscriptionInput): Promise<{ subscription: SubscriptionRow; created: boolean }> {
   requireWebPush(env);
+  const problem = endpointProblem(env, input.endpoint);
+  if (problem) throw unprocessable([{ loc: ["body", "endpoint"], msg: problem, type: "value_error" }]);
   const existing = await db.select().from(pushSubscriptions)
     .where(and(eq(pushSubscriptions.userId, user.id), eq(pushSubscriptions.endpoint, input.endpoint))).get();
   if (existing) {
