@@ -29,3 +29,6 @@ CREATE TABLE `push_notifier_cursor` (
 	`name` text PRIMARY KEY NOT NULL,
 	`last_id` integer NOT NULL
 );
+--> statement-breakpoint
+ALTER TABLE `devices` ADD `push_token` text;--> statement-breakpoint
+ALTER TABLE `devices` ADD `push_platform` text;

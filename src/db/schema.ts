@@ -121,6 +121,9 @@ export const devices = sqliteTable("devices", {
   dna: json("dna"),
   dnaUpdatedAt: text("dna_updated_at"),
   lastSeen: text("last_seen"),
+  /** The device's vendor push token (`device_token` in its DNA) and the platform it is for: fcm or apns. */
+  pushToken: text("push_token"),
+  pushPlatform: text("push_platform", { enum: ["fcm", "apns"] }),
   createdBy: integer("created_by"),
   caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),

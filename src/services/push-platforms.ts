@@ -1,6 +1,7 @@
 import type { Env } from "../env";
 import { unprocessable } from "../lib/errors";
 import { webPushSetup } from "./web-push";
+import { apnsSetup, fcmSetup } from "./vendor-push";
 
 export const PUSH_PLATFORM_IDS = ["device_channel", "command_poll", "web_push", "fcm", "apns", "wns", "mqtt"] as const;
 export type PushPlatformId = (typeof PUSH_PLATFORM_IDS)[number];
@@ -21,6 +22,8 @@ export interface PushPlatformInfo {
  */
 export function pushPlatforms(env: Env): PushPlatformInfo[] {
   const webPush = webPushSetup(env);
+  const fcm = fcmSetup(env);
+  const apns = apnsSetup(env);
   return [
     {
       id: "device_channel", name: "Device channel (WebSocket to the site's hub)", available: true,
@@ -37,12 +40,12 @@ export function pushPlatforms(env: Env): PushPlatformInfo[] {
         : webPush.reason,
     },
     {
-      id: "fcm", name: "Firebase Cloud Messaging (Android)", available: false,
-      reason: "Not built yet: this service has no FCM sender, whatever credentials are configured",
+      id: "fcm", name: "Firebase Cloud Messaging (Android)", available: fcm.ok,
+      reason: fcm.ok ? "Sent through FCM HTTP v1 to the registration token a device reported as device_token in its DNA" : fcm.reason,
     },
     {
-      id: "apns", name: "Apple Push Notification service", available: false,
-      reason: "Not built yet: this service has no APNs sender, whatever key is configured",
+      id: "apns", name: "Apple Push Notification service", available: apns.ok,
+      reason: apns.ok ? "Sent through APNs with token-based authentication to the device token a device reported as device_token in its DNA" : apns.reason,
     },
     {
       id: "wns", name: "Windows Push Notification Services", available: false,
@@ -57,10 +60,12 @@ export function pushPlatforms(env: Env): PushPlatformInfo[] {
 
 /**
  * A send that names a platform must name one it can go out on: the device's command queue serves
- * both the device channel and the poll. Any other platform is refused with its reason.
+ * both the device channel and the poll; FCM and APNs when configured. Any other platform is refused
+ * with its reason.
  */
 export function ensureSendablePlatform(env: Env, platform: PushPlatformId | undefined, at: (string | number)[]) {
   if (platform === undefined || QUEUE_CHANNELS.includes(platform)) return;
+  if ((platform === "fcm" && fcmSetup(env).ok) || (platform === "apns" && apnsSetup(env).ok)) return;
   if (platform === "web_push") {
     throw unprocessable([{ loc: at, msg: "Web Push reaches signed-in users' browsers, not devices: send to devices on device_channel or command_poll", type: "platform_unavailable" }]);
   }

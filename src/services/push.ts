@@ -10,6 +10,7 @@ import { siteHub } from "../hub/client";
 import { authorizeSite, currentSiteRoles, deviceNotFound } from "./access";
 import type { DeviceRow } from "./devices";
 import type { PushPlatformId } from "./push-platforms";
+import { vendorSetup, type VendorPlatformId } from "./vendor-push";
 
 /** At most this many devices per request, whether one send or a bulk of them. */
 export const MAX_PUSH_TARGETS = 1_000;
@@ -30,7 +31,7 @@ export interface PushNotification {
 }
 
 export type TargetStatus = "delivered" | "queued" | "failed";
-export type TargetChannel = "device_channel" | "command_poll" | "simulated_agent";
+export type TargetChannel = "device_channel" | "command_poll" | "simulated_agent" | VendorPlatformId;
 
 export interface TargetResult {
   device_id: string;
@@ -141,10 +142,25 @@ const notifyPayload = (n: PushNotification) => ({
 /** The Idempotency-Key each command of a repeated push is queued with, so a retry queues nothing twice. */
 const commandKey = (user: AuthUser, key: string, notification: number) => `push:${user.id}:${notification}:${key}`;
 
-async function fanOut(env: Env, user: AuthUser, notifications: PushNotification[], targets: Target[], idempotencyKey: string | undefined): Promise<TargetResult[]> {
+const vendorOf = (n: PushNotification): VendorPlatformId | undefined => (n.platform === "fcm" || n.platform === "apns" ? n.platform : undefined);
+
+async function fanOut(env: Env, db: Db, user: AuthUser, notifications: PushNotification[], targets: Target[], idempotencyKey: string | undefined): Promise<TargetResult[]> {
+  const results = new Map<Target, TargetResult>();
+  const viaVendor = targets.filter((t) => vendorOf(notifications[t.notification]!));
+  const viaQueue = targets.filter((t) => !vendorOf(notifications[t.notification]!));
+  await Promise.all([
+    queueFanOut(env, user, notifications, viaQueue, idempotencyKey, results),
+    vendorFanOut(env, db, notifications, viaVendor, results),
+  ]);
+  return targets.map((t) => results.get(t)!);
+}
+
+/** Through each device's command queue: one hub call per site. */
+async function queueFanOut(
+  env: Env, user: AuthUser, notifications: PushNotification[], targets: Target[], idempotencyKey: string | undefined, results: Map<Target, TargetResult>,
+) {
   const bySite = new Map<string, Target[]>();
   for (const t of targets) bySite.set(t.device.siteId, [...(bySite.get(t.device.siteId) ?? []), t]);
-  const results = new Map<Target, TargetResult>();
   await Promise.all([...bySite].map(async ([siteId, siteTargets]) => {
     const active = siteTargets.filter((t) => t.device.lifecycleState === "active");
     for (const t of siteTargets) {
@@ -176,7 +192,48 @@ async function fanOut(env: Env, user: AuthUser, notifications: PushNotification[
       });
     });
   }));
-  return targets.map((t) => results.get(t)!);
+}
+
+const VENDOR_SENDS_IN_PARALLEL = 10;
+
+/**
+ * Through FCM or APNs, to the token the device registered in its DNA. The vendor accepting a
+ * message is not delivery (neither reports that back), so an accepted target stays `queued`. A
+ * token the vendor says is gone is removed from the device, so later sends fail at once.
+ */
+async function vendorFanOut(env: Env, db: Db, notifications: PushNotification[], targets: Target[], results: Map<Target, TargetResult>) {
+  const sendable: Target[] = [];
+  for (const t of targets) {
+    const platform = vendorOf(notifications[t.notification]!)!;
+    if (t.device.lifecycleState !== "active") {
+      results.set(t, failedTarget(t, `Device ${t.device.deviceId} is ${t.device.lifecycleState}; it cannot receive notifications`));
+    } else if (!t.device.pushToken || t.device.pushPlatform !== platform) {
+      results.set(t, failedTarget(t, `Device ${t.device.deviceId} has registered no ${platform} token (device_token in its DNA)`));
+    } else {
+      sendable.push(t);
+    }
+  }
+  for (let i = 0; i < sendable.length; i += VENDOR_SENDS_IN_PARALLEL) {
+    await Promise.all(sendable.slice(i, i + VENDOR_SENDS_IN_PARALLEL).map(async (t) => {
+      const n = notifications[t.notification]!;
+      const platform = vendorOf(n)!;
+      const setup = vendorSetup(env, platform);
+      if (!setup.ok) {
+        results.set(t, failedTarget(t, setup.reason));
+        return;
+      }
+      const outcome = await setup.platform.send(t.device.pushToken!, {
+        title: n.title, body: n.body, data: n.data, priority: n.priority, ttlSeconds: n.ttl_seconds ?? DEFAULT_COMMAND_TTL_S,
+      });
+      if (outcome.tokenGone) {
+        await db.update(devices).set({ pushToken: null, pushPlatform: null })
+          .where(and(eq(devices.deviceId, t.device.deviceId), eq(devices.pushToken, t.device.pushToken!)));
+      }
+      results.set(t, outcome.accepted
+        ? { device_id: t.device.deviceId, site_id: t.device.siteId, notification: t.notification, status: "queued", channel: platform, command_id: null, command_status: null, reason: null }
+        : { ...failedTarget(t, `${outcome.reason}${outcome.tokenGone ? "; the device's token was removed" : ""}`), channel: platform });
+    }));
+  }
 }
 
 const failedTarget = (t: Target, reason: string): TargetResult => ({
@@ -210,7 +267,7 @@ export async function sendPush(
     if (existing) return { push: existing, created: false };
   }
   const targets = await resolveTargets(db, user, notifications, request);
-  const results = await fanOut(env, user, notifications, targets, idempotencyKey);
+  const results = await fanOut(env, db, user, notifications, targets, idempotencyKey);
   const row = {
     pushId: crypto.randomUUID(), kind, createdByUserId: user.id, createdBy: user.email,
     siteIds: [...new Set(targets.map((t) => t.device.siteId).concat(notifications.flatMap((n) => (n.site_id ? [n.site_id] : []))))].sort(),

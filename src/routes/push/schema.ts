@@ -28,7 +28,7 @@ export const PushNotificationSchema = z
     ttl_seconds: z.number().int().min(1).max(MAX_COMMAND_TTL_S).default(DEFAULT_COMMAND_TTL_S)
       .openapi({ description: `How long the notification may wait for the device before it expires (default ${DEFAULT_COMMAND_TTL_S}, max ${MAX_COMMAND_TTL_S})` }),
     platform: z.enum(PUSH_PLATFORM_IDS).optional()
-      .openapi({ description: "Only `device_channel` and `command_poll` can be sent on (both go through the device's command queue); any other platform is 422 with the reason it is unavailable (see GET /api/v1/push/platforms)" }),
+      .openapi({ description: "Default: the device's command queue (`device_channel` and `command_poll` both name it). `fcm` or `apns`, when configured, send through the vendor to the token the device reported in its DNA. Any unavailable platform is 422 with the reason (see GET /api/v1/push/platforms)" }),
   })
   .strict()
   .superRefine((n, ctx) => {
@@ -66,8 +66,8 @@ export const PushTargetResult = z
     status: z.enum(["delivered", "queued", "failed"]).openapi({
       description: "`queued`: waiting in the device's command queue; `delivered`: the device (or a simulated agent) has taken it; `failed`: it will not arrive — `reason` says why",
     }),
-    channel: z.enum(["device_channel", "command_poll", "simulated_agent"]).nullable()
-      .openapi({ description: "How it goes out; null when it was never queued" }),
+    channel: z.enum(["device_channel", "command_poll", "simulated_agent", "fcm", "apns"]).nullable()
+      .openapi({ description: "How it goes out; null when it was never sent" }),
     command_id: z.string().nullable().openapi({ description: "The notify command carrying it (GET /api/v1/commands/{command_id})" }),
     command_status: z.enum(COMMAND_STATUSES).nullable(),
     reason: z.string().nullable(),
