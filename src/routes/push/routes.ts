@@ -151,8 +151,8 @@ export function pushRoutes() {
       errors: [404, 503],
     }),
     async (c) => {
-      const keys = requireWebPush(c.env);
       const subscription = await ownSubscription(c.var.db, c.var.user!, c.req.valid("param").subscription_id);
+      const keys = requireWebPush(c.env);
       const outcome = await sendWebPush(c.env, c.var.db, keys, subscription, {
         title: "Fleet Edge test notification", body: `Notifications reach this browser (${c.var.user!.email})`, data: { kind: "test" },
       });
