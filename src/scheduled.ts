@@ -8,6 +8,7 @@ import { runJobMaintenance } from "./services/jobs";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
 import { notifyOfflineDevices } from "./services/web-push";
+import { prunePushRecords } from "./services/push";
 
 interface Step {
   name: string;
@@ -38,6 +39,8 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "jobs", run: runJobMaintenance },
   // Web Push to subscribed users about devices of their sites that went offline since the last run.
   { name: "device-offline notifications", run: (env, db) => notifyOfflineDevices(env, db) },
+  // Push records are kept as long as the commands they point to.
+  { name: "push records retention", run: (_env, db, now) => prunePushRecords(db, now) },
 ];
 
 /**

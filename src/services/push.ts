@@ -1,11 +1,12 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
-import { devices, pushDeliveries } from "../db/schema";
+import { auditLogs, devices, pushDeliveries } from "../db/schema";
+import { auditRow } from "../shared/audit-row";
 import { isUniqueViolation, notFound, unprocessable } from "../lib/errors";
 import { currentDate } from "../lib/clock";
 import { canonicalJson, sha256Hex } from "../shared/ids";
 import type { CommandRecord, QueueInput } from "../shared/hub-contract";
-import { DEFAULT_COMMAND_TTL_S } from "../shared/vocabulary";
+import { COMMAND_RETENTION_MS, DEFAULT_COMMAND_TTL_S } from "../shared/vocabulary";
 import { siteHub } from "../hub/client";
 import { authorizeSite, currentSiteRoles, deviceNotFound } from "./access";
 import type { DeviceRow } from "./devices";
@@ -275,7 +276,7 @@ export async function sendPush(
     createdAt: currentDate().toISOString(),
   };
   try {
-    const [push] = await db.insert(pushDeliveries).values(row).returning();
+    const [[push]] = await db.batch([db.insert(pushDeliveries).values(row).returning(), ...pushAudit(db, user, row.pushId, results, request)]);
     return { push: push!, created: true };
   } catch (error) {
     // A concurrent send with the same key won the unique index; its commands are the ones just
@@ -286,6 +287,21 @@ export async function sendPush(
     }
     throw error;
   }
+}
+
+/** One push_sent audit row per site reached, with what became of its targets. */
+function pushAudit(db: Db, user: AuthUser, pushId: string, results: TargetResult[], request?: Request) {
+  const bySite = new Map<string, TargetResult[]>();
+  for (const r of results) bySite.set(r.site_id, [...(bySite.get(r.site_id) ?? []), r]);
+  return [...bySite].map(([siteId, siteResults]) => {
+    const counts = countStatuses(siteResults);
+    const channels = [...new Set(siteResults.flatMap((r) => (r.channel ? [r.channel] : [])))];
+    return db.insert(auditLogs).values(auditRow({
+      eventType: "push_sent",
+      description: `Push ${pushId} to ${siteResults.length} device(s) of site ${siteId}: ${counts.delivered} delivered, ${counts.queued} queued, ${counts.failed} failed`,
+      userId: user.id, siteId, metadata: { push_id: pushId, counts, channels }, request,
+    }));
+  });
 }
 
 // ---- reading ----------------------------------------------------------------------------------------
@@ -326,3 +342,12 @@ export function countStatuses(targets: TargetResult[]) {
   for (const t of targets) counts[t.status]++;
   return counts;
 }
+
+/** Push records older than the commands they point to are dropped, a bounded batch per run. */
+export async function prunePushRecords(db: Db, now: Date) {
+  const cutoff = new Date(now.getTime() - COMMAND_RETENTION_MS).toISOString();
+  await db.delete(pushDeliveries).where(sql`${pushDeliveries.pushId} IN (
+    SELECT push_id FROM push_deliveries WHERE created_at < ${cutoff} ORDER BY created_at LIMIT ${PRUNE_BATCH})`);
+}
+
+const PRUNE_BATCH = 1_000;

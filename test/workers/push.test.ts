@@ -3,7 +3,7 @@ import { eq, sql } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { admin, call, createSite, db, grantSiteRole, signup, unique } from "./helpers";
 import { registerDevice, siteWithOperator } from "./device-helpers";
-import { ack, poll, queueCommand, report } from "./commands-helpers";
+import { ack, auditOfType, poll, queueCommand, report, runCron } from "./commands-helpers";
 
 const send = (token: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   call("/api/v1/push/send", { method: "POST", token, body, headers });
@@ -277,3 +277,23 @@ describe("GET /api/v1/push/platforms", () => {
   });
 });
 
+describe("push records", () => {
+  it("audit each send once per site, with what became of its targets", async () => {
+    const { owner, siteId, device } = await setup();
+    const sent = await send(owner.token, { device_id: device.device_id, title: "Audited" });
+    const rows = (await auditOfType(siteId, "push_sent")).filter((r) => (r.eventMetadata as { push_id: string }).push_id === sent.json.push_id);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ userId: owner.id, eventMetadata: { counts: { delivered: 0, queued: 1, failed: 0 }, channels: ["command_poll"] } });
+  });
+
+  it("are dropped by the cron once older than the commands they point to", async () => {
+    const { owner, device } = await setup();
+    const old = await send(owner.token, { device_id: device.device_id, title: "Old" });
+    const recent = await send(owner.token, { device_id: device.device_id, title: "Recent" });
+    await db().update(schema.pushDeliveries).set({ createdAt: new Date(Date.now() - 31 * 86_400_000).toISOString() })
+      .where(eq(schema.pushDeliveries.pushId, old.json.push_id));
+    await runCron();
+    expect((await readPush(owner.token, old.json.push_id)).status).toBe(404);
+    expect((await readPush(owner.token, recent.json.push_id)).status).toBe(200);
+  });
+});
