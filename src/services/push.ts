@@ -307,13 +307,12 @@ function pushAudit(db: Db, user: AuthUser, pushId: string, results: TargetResult
 // ---- reading ----------------------------------------------------------------------------------------
 
 /**
- * A push the caller may read: its sender, or someone with a role on every site it reached
- * (administrators: all). Anyone else is told it does not exist.
+ * A push the caller may read: anyone with a role on every site it reached (administrators: all),
+ * its sender included only while they keep one. Anyone else is told it does not exist.
  */
 export async function findReadablePush(db: Db, user: AuthUser, pushId: string): Promise<PushRow> {
   const push = await db.select().from(pushDeliveries).where(eq(pushDeliveries.pushId, pushId)).get();
   if (!push) throw pushNotFound(pushId);
-  if (push.createdByUserId === user.id) return push;
   const roles = await currentSiteRoles(db, user.id, push.siteIds);
   if (push.siteIds.length === 0 || [...roles.values()].some((role) => !role)) throw pushNotFound(pushId);
   return push;

@@ -139,7 +139,7 @@ describe("push access", () => {
     expect((await sendBulk(outsider.token, { notifications: [{ site_id: siteId, title: "Hi" }] })).status).toBe(403);
   });
 
-  it("shows a push to its sender, to members of its sites and to administrators; anyone else gets 404", async () => {
+  it("shows a push to members of its sites (its sender among them) and to administrators; anyone else gets 404", async () => {
     const { owner, siteId, device } = await setup();
     const sent = await send(owner.token, { device_id: device.device_id, title: "Hi" });
     const pushId = sent.json.push_id;

@@ -164,7 +164,7 @@ export function pushRoutes() {
     apiRoute({
       method: "get", path: "/{push_id}", auth: "user", tags: TAGS,
       summary: "A push and each target's delivery status",
-      description: "Readable by its sender and by anyone with a role on every site it reached (administrators: all); anyone else gets 404. Each target's status is read from its command now: `queued` while pending, `delivered` once the device has taken it, `failed` when it failed, expired or was cancelled (with the reason). Commands are kept 30 days after they finish; after that the status recorded at sending is shown.",
+      description: "Readable by anyone with a role (any role) on every site it reached, administrators and its sender alike; anyone else gets 404. Each target's status is read from its command now: `queued` while pending, `delivered` once the device has taken it, `failed` when it failed, expired or was cancelled (with the reason). Commands are kept 30 days after they finish; after that the status recorded at sending is shown.",
       request: { params: s.PushParams },
       responses: { 200: jsonResponse(s.PushResult, "The push") },
       errors: [404],
