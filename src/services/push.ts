@@ -104,13 +104,14 @@ const tooManyTargets = () =>
 // ---- how a target's command stands ---------------------------------------------------------------
 
 /**
- * How a command just queued for a push went out. The hub's queue answers a real device's command
- * as pending (it waits for the device's poll); a simulated agent takes it at once. When the hub
- * reports that a live device channel took the command, this is the one place to say so.
+ * How a command just queued for a push went out, from the hub's reply. The hub's queue answers a
+ * real device's command as pending (it waits for the device's poll); a simulated agent takes it at
+ * once. When the reply says a live device channel took the command, this is the one place to say
+ * so: `delivered` on `device_channel`.
  */
-function initialDelivery(command: CommandRecord, simulated: boolean): Pick<TargetResult, "status" | "channel"> {
+function initialDelivery(queued: { command: CommandRecord; created: boolean }, simulated: boolean): Pick<TargetResult, "status" | "channel"> {
   const channel: TargetChannel = simulated ? "simulated_agent" : "command_poll";
-  return { status: statusOfCommand(command).status, channel };
+  return { status: statusOfCommand(queued.command).status, channel };
 }
 
 /** A push target's status read from the command carrying it. */
@@ -189,7 +190,7 @@ async function queueFanOut(
       results.set(t, {
         device_id: t.device.deviceId, site_id: siteId, notification: t.notification, command_id: command.command_id,
         command_status: command.status, reason: statusOfCommand(command).reason,
-        ...initialDelivery(command, t.device.deviceSource === "simulated"),
+        ...initialDelivery(outcome.value, t.device.deviceSource === "simulated"),
       });
     });
   }));
@@ -262,12 +263,13 @@ async function pushOfIdempotencyKey(db: Db, user: AuthUser, key: string, fingerp
 export async function sendPush(
   env: Env, db: Db, user: AuthUser, kind: PushRow["kind"], notifications: PushNotification[], idempotencyKey: string | undefined, request?: Request,
 ): Promise<{ push: PushRow; created: boolean }> {
+  // Access first, on a repeat too: a caller who lost a role is refused as on a first attempt.
+  const targets = await resolveTargets(db, user, notifications, request);
   const fingerprint = idempotencyKey ? await sha256Hex(canonicalJson({ kind, notifications })) : null;
   if (idempotencyKey && fingerprint) {
     const existing = await pushOfIdempotencyKey(db, user, idempotencyKey, fingerprint);
     if (existing) return { push: existing, created: false };
   }
-  const targets = await resolveTargets(db, user, notifications, request);
   const results = await fanOut(env, db, user, notifications, targets, idempotencyKey);
   const row = {
     pushId: crypto.randomUUID(), kind, createdByUserId: user.id, createdBy: user.email,

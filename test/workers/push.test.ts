@@ -188,6 +188,17 @@ describe("push idempotency", () => {
     expect(await commandsOf(owner.token, device.device_id)).toHaveLength(1);
   });
 
+  it("refuses a repeat from a caller who has since lost the role, as it would a first attempt", async () => {
+    const { owner, siteId, device } = await setup();
+    const colleague = await signup();
+    await grantSiteRole(owner.token, siteId, colleague, "operator");
+    const key = unique("key-");
+    const body = { device_id: device.device_id, title: "Before" };
+    expect((await send(colleague.token, body, { "Idempotency-Key": key })).status).toBe(201);
+    await db().delete(schema.siteMemberships).where(eq(schema.siteMemberships.userId, colleague.id));
+    expect((await send(colleague.token, body, { "Idempotency-Key": key })).status).toBe(404);
+  });
+
   it("keeps one user's key apart from another's", async () => {
     const { owner, siteId, device } = await setup();
     const colleague = await signup();
