@@ -458,6 +458,9 @@ export function simulatedRun(row: Pick<CommandRow, "command_id" | "command_type"
     }
     case "shutdown":
       return { durationMs: 1000, status: "completed", result: { powered_off: true, simulated: true } };
+    case "notify":
+      // A simulated terminal has no screen to keep: showing the notification is all there is to do.
+      return { durationMs: 0, status: "completed", result: { displayed: true, simulated: true } };
     default:
       return { durationMs: 0, status: "failed", error: `Simulated agents do not support the command type '${row.command_type}'` };
   }

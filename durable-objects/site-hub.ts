@@ -265,6 +265,30 @@ export class SiteHub extends DurableObject<HubBindings> {
   }
 
   /**
+   * Queues several commands at once (push fan-out): one outcome per input, in order, so one device
+   * refused (at its cap, say) does not hold back the others. D1 hears of them before this returns,
+   * as for queueCommand.
+   */
+  async queueCommandBatch(siteId: string, inputs: QueueInput[]): Promise<Outcome<{ command: CommandRecord; created: boolean }>[]> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const outcomes = inputs.map((input) => this.commands.queue(input, now));
+    await this.afterCommandChange(now, before, true);
+    return outcomes;
+  }
+
+  /** The commands with these ids that the hub still holds, brought up to now. */
+  async getCommandBatch(siteId: string, commandIds: string[]): Promise<CommandRecord[]> {
+    this.bind(siteId);
+    const now = this.now();
+    const before = this.outbox.added;
+    const records = commandIds.flatMap((id) => this.commands.get(id, now) ?? []);
+    await this.afterCommandChange(now, before, false);
+    return records;
+  }
+
+  /**
    * A device's poll: its pending commands, leased for 60 s. With `waitS` (at most 25) an empty poll
    * waits here until a command is queued for the device (queueCommand wakes it) or the time is up.
    * Writes only this object's SQLite; what D1 must hear is flushed by the alarm.

@@ -8,6 +8,8 @@ import { runJobMaintenance } from "./services/jobs";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
 import { runAuditRetention } from "./services/audit-retention";
+import { notifyOfflineDevices } from "./services/web-push";
+import { prunePushRecords } from "./services/push";
 
 interface Step {
   name: string;
@@ -38,6 +40,10 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "jobs", run: runJobMaintenance },
   // The audit trail's retention policy, when one is set: archive to R2, then delete (docs/audit-retention.md).
   { name: "audit retention", run: (env, db, now) => runAuditRetention(env, db, now, "cron") },
+  // Web Push to subscribed users about devices of their sites that went offline since the last run.
+  { name: "device-offline notifications", run: (env, db) => notifyOfflineDevices(env, db) },
+  // Push records are kept as long as the commands they point to.
+  { name: "push records retention", run: (_env, db, now) => prunePushRecords(db, now) },
 ];
 
 /**

@@ -121,6 +121,9 @@ export const devices = sqliteTable("devices", {
   dna: json("dna"),
   dnaUpdatedAt: text("dna_updated_at"),
   lastSeen: text("last_seen"),
+  /** The device's vendor push token (`device_token` in its DNA) and the platform it is for: fcm or apns. */
+  pushToken: text("push_token"),
+  pushPlatform: text("push_platform", { enum: ["fcm", "apns"] }),
   createdBy: integer("created_by"),
   caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),
@@ -537,3 +540,43 @@ export const auditRetentionRuns = sqliteTable("audit_retention_runs", {
 }, (t) => [
   index("audit_retention_runs_started_idx").on(t.startedAt),
 ]);
+// One row per push sent through /api/v1/push: what was asked and, per target device, how it went
+// out (status, channel, the command carrying it, why it failed). The targets' live status is read
+// from their commands when the push is looked at; this row keeps what was known when it was sent.
+export const pushDeliveries = sqliteTable("push_deliveries", {
+  pushId: text("push_id").primaryKey(),
+  kind: text("kind", { enum: ["send", "bulk"] }).notNull(),
+  createdByUserId: integer("created_by_user_id").notNull(),
+  createdBy: text("created_by").notNull(),
+  /** Every site a target belongs to: who may read the push. */
+  siteIds: json("site_ids").$type<string[]>().notNull(),
+  notifications: json("notifications").$type<unknown[]>().notNull(),
+  targets: json("targets").$type<unknown[]>().notNull(),
+  /** An Idempotency-Key given with the send (unique per user) and a digest of the request it came with. */
+  idempotencyKey: text("idempotency_key"),
+  requestFingerprint: text("request_fingerprint"),
+  createdAt: createdAt(),
+}, (t) => [
+  uniqueIndex("push_deliveries_idem_uq").on(t.createdByUserId, t.idempotencyKey),
+  index("push_deliveries_created_idx").on(t.createdAt),
+]);
+
+// A signed-in user's Web Push subscription: the browser's push-service endpoint and the keys its
+// payloads are encrypted for. Removed when its owner deletes it or the push service says it is gone.
+export const pushSubscriptions = sqliteTable("push_subscriptions", {
+  subscriptionId: text("subscription_id").primaryKey(),
+  userId: integer("user_id").notNull(),
+  endpoint: text("endpoint").notNull(),
+  p256dh: text("p256dh").notNull(),
+  auth: text("auth").notNull(),
+  createdAt: createdAt(),
+  lastSentAt: text("last_sent_at"),
+}, (t) => [
+  uniqueIndex("push_subscriptions_user_endpoint_uq").on(t.userId, t.endpoint),
+]);
+
+// How far the minute cron has read device_state_history for device-offline notifications.
+export const pushNotifierCursor = sqliteTable("push_notifier_cursor", {
+  name: text("name").primaryKey(),
+  lastId: integer("last_id").notNull(),
+});

@@ -83,6 +83,15 @@ export class SiteHubClient {
     return unwrap(parse(contract.outcomeOf(contract.QueuedCommandSchema), await this.stub.queueCommand(this.siteId, input)));
   }
 
+  /** One outcome per input, in order: a refused command is reported, never thrown, so the rest still count. */
+  async queueCommandBatch(inputs: QueueInput[]) {
+    return parse(contract.QueuedBatchSchema, await this.stub.queueCommandBatch(this.siteId, inputs));
+  }
+
+  async getCommandBatch(commandIds: string[]) {
+    return parse(contract.CommandRecordSchema.array(), await this.stub.getCommandBatch(this.siteId, commandIds));
+  }
+
   async pollCommands(deviceId: string, waitS: number) {
     return unwrap(parse(contract.outcomeOf(contract.CommandRecordSchema.array()), await this.stub.pollCommands(this.siteId, deviceId, waitS)));
   }

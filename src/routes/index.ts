@@ -24,6 +24,7 @@ import { auditRetentionRoutes } from "./audit/retention";
 import { auditStatusRoutes } from "./audit/status";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
+import { pushRoutes } from "./push/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -86,6 +87,9 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/audit", router: auditReportRoutes, aliases: ["/audit"] },
   { prefix: "/api/v1/audit", router: auditRetentionRoutes, aliases: ["/audit"] },
   { prefix: "/api/v1/audit", router: auditStatusRoutes, aliases: ["/audit"] },
+
+  // Notifications to devices
+  { prefix: "/api/v1/push", router: pushRoutes() },
 ];
 
 /**

@@ -12,6 +12,7 @@ import { hashSecret, verifySecret } from "./passwords";
 import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from "./device-registry";
 import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
 import { currentDate } from "../lib/clock";
+import { platformForOs, type VendorPlatformId } from "./vendor-push";
 
 export type DeviceRow = typeof devices.$inferSelect;
 
@@ -128,10 +129,21 @@ export interface DeviceDna {
   [key: string]: unknown;
 }
 
+/**
+ * A vendor push token in the DNA (`device_token`) and its platform: `push_platform` when the device
+ * names fcm or apns, else what its OS points to. Undefined leaves what the device row has.
+ */
+function pushRegistration(dna: DeviceDna): { pushToken: string; pushPlatform: VendorPlatformId | null } | undefined {
+  if (typeof dna.device_token !== "string" || !dna.device_token) return undefined;
+  const named = dna.push_platform === "fcm" || dna.push_platform === "apns" ? dna.push_platform : undefined;
+  return { pushToken: dna.device_token, pushPlatform: named ?? platformForOs(`${dna.os_type ?? ""} ${dna.os_details ?? ""}`) };
+}
+
 /** DNA arrives at boot, not on the hot path: written straight to the device row. */
 export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) {
   const at = currentDate().toISOString();
   await db.update(devices).set({
+    ...pushRegistration(dna),
     macAddress: dna.mac_address,
     localIp: dna.local_ip,
     hostname: dna.hostname,

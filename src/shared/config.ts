@@ -32,6 +32,20 @@ export interface Vars {
   CORS_ORIGINS?: string;
   LIVE_MAX_SUBSCRIPTIONS_PER_USER?: string;
   LIVE_MAX_SUBSCRIPTIONS_PER_SITE?: string;
+  // Web Push to signed-in users' browsers (docs/push.md); PUSH_TEST_LOOPBACK_ENDPOINTS is for tests only.
+  VAPID_PUBLIC_KEY?: string;
+  VAPID_PRIVATE_KEY?: string;
+  VAPID_SUBJECT?: string;
+  PUSH_TEST_LOOPBACK_ENDPOINTS?: string;
+  // Vendor push to devices (docs/push.md); the PUSH_TEST_* base URLs are for tests only.
+  FCM_SERVICE_ACCOUNT?: string;
+  APNS_KEY_ID?: string;
+  APNS_TEAM_ID?: string;
+  APNS_PRIVATE_KEY?: string;
+  APNS_TOPIC?: string;
+  APNS_ENVIRONMENT?: string;
+  PUSH_TEST_FCM_BASE_URL?: string;
+  PUSH_TEST_APNS_BASE_URL?: string;
 }
 
 /** What a site hub is given: the database and the variables (the Worker's Env adds its own bindings). */

@@ -474,3 +474,10 @@ export const SeriesReplySchema = z.discriminatedUnion("kind", [
   }),
 ]);
 export type SeriesReply = z.infer<typeof SeriesReplySchema>;
+
+// ---- push fan-out ---------------------------------------------------------------------------
+// Push sends queue many commands on one site at once: one call per site instead of one per
+// device, each command refused or queued on its own (a device at its open-commands cap fails
+// alone, the rest still go out).
+
+export const QueuedBatchSchema = z.array(outcomeOf(QueuedCommandSchema));

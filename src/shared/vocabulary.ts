@@ -55,6 +55,7 @@ const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
   device_suspended: { category: "device_management", severity: "warning" },
   device_resumed: { category: "device_management", severity: "info" },
   agent_push: { category: "device_management", severity: "info" },
+  push_sent: { category: "device_management", severity: "info" },
   agent_update_failed: { category: "device_management", severity: "error" },
   command_queued: { category: "device_management", severity: "info" },
   command_delivered: { category: "device_management", severity: "info" },
