@@ -5,6 +5,7 @@ import type { Db, Env } from "./env";
 import { runIntentMaintenance } from "./services/intents";
 import { runCommandMaintenance } from "./services/commands";
 import { runJobMaintenance } from "./services/jobs";
+import { runRolloutMaintenance } from "./services/rollouts";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
 
@@ -35,6 +36,8 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "commands", run: runCommandMaintenance },
   // Jobs stuck in queued (never handed to their hub) or sent (hub evicted, deadline passed) are re-driven.
   { name: "jobs", run: runJobMaintenance },
+  // Unfinished rollouts whose row has not moved for a minute get a step from their orchestrator.
+  { name: "rollouts", run: runRolloutMaintenance },
 ];
 
 /**

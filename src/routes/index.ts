@@ -20,6 +20,7 @@ import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
+import { rolloutRoutes } from "./rollouts/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -77,6 +78,9 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/jobs", router: jobRoutes, aliases: ["/jobs"] },
 
   { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
+
+  // Fleet-wide rollouts across sites (docs/rollouts.md)
+  { prefix: "/api/v1/rollouts", router: rolloutRoutes() },
 ];
 
 /**

@@ -17,6 +17,7 @@ export interface CreateSiteInput {
   description?: string | null;
   location?: string | null;
   tenant_id?: string | null;
+  time_zone?: string;
 }
 
 export async function listSites(db: Db, user: AuthUser) {
@@ -47,6 +48,7 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
         description: input.description ?? null,
         location: input.location ?? null,
         tenantId: input.tenant_id ?? null,
+        timeZone: input.time_zone ?? "UTC",
         createdBy: user.id,
       }).returning(),
       db.insert(siteMemberships).values({ siteId, userId: user.id, role: "owner" }),

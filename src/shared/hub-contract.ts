@@ -218,6 +218,8 @@ export const JobSpecSchema = z.object({
   deadlineAt: z.string(),
   segment: z.string().optional(),
   startedAt: z.string().optional(),
+  /** Extra command payload fields (a rollout's payload beyond config_url/config_version). */
+  payload: json.nullable().optional(),
 });
 export type JobSpec = z.infer<typeof JobSpecSchema>;
 
