@@ -246,9 +246,10 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
     if (status === "running" || status === "scheduled") {
       await this.advanceWaves(plan, now);
       if (this.status() === "running" || this.status() === "scheduled") await this.startWithinBudget(plan, now, touched);
-      await this.handOff(plan, now);
     }
     if (this.status() === "aborted") await this.cancelOpenJobs(plan, now);
+    // New batches (or a rollback after an abort) go to their hubs in the same tick.
+    await this.handOff(plan, now);
     if (this.status() !== before) for (const s of plan.sites) touched.add(s.siteId);
     await this.publish(plan, touched);
     await this.scheduleNext(now);
