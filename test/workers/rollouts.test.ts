@@ -4,7 +4,7 @@ import { and, eq, like } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import type { RolloutOrchestrator } from "../../durable-objects/rollout-orchestrator";
 import { ManualClock } from "./clock";
-import { call, db, signup } from "./helpers";
+import { admin, call, createSite, db, signup } from "./helpers";
 import { liveEvents } from "./agents-helpers";
 import {
   createRollout, installFleetClock, installOrchestratorClock, maxConcurrentPerSite, orchestrator, progressOf, rolloutExecutions, runFleet,
@@ -210,5 +210,103 @@ describe("rollouts: controls", () => {
     expect(executions).toHaveLength(18);
     expect(new Set(executions.map((e) => e.deviceId)).size).toBe(18);
     for (const peak of Object.values(maxConcurrentPerSite(await targetRows(rolloutId)))) expect(peak).toBeLessThanOrEqual(2);
+  });
+});
+
+describe("rollouts: access and input", () => {
+  const grant = (adminToken: string, siteId: string, userId: number, role: string) =>
+    call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: adminToken, body: { user_id: userId, role } });
+  const rolloutsNamed = async (name: string) => (await db().select().from(schema.rollouts).where(eq(schema.rollouts.name, name)).all()).length;
+
+  it("needs the operator role on every targeted site (403, or 404 with none) and refuses before creating anything", async () => {
+    const a = await admin();
+    const owner = await signup();
+    const { siteIds: [siteA, siteB] } = await simulatedFleet(owner.token, 2, 2);
+    const operator = await signup();
+    const outsider = await signup();
+    await grant(a.token, siteA, operator.id, "operator");
+    await grant(a.token, siteB, operator.id, "viewer");
+    const body = (name: string, site_ids: string[]) => ({ name, site_ids, action: "restart" });
+
+    const forbidden = await createRollout(operator.token, body("refused-403", [siteA, siteB]));
+    expect(forbidden.status).toBe(403);
+    const hidden = await createRollout(outsider.token, body("refused-404", [siteA]));
+    expect(hidden.status).toBe(404);
+    expect(await rolloutsNamed("refused-403")).toBe(0);
+    expect(await rolloutsNamed("refused-404")).toBe(0);
+
+    const created = await createRollout(operator.token, { ...body("allowed", [siteA]), waves: { soak_seconds: 600 } });
+    expect(created.status).toBe(201);
+    const id = created.json.rollout_id as string;
+    // Visible to whoever has a role on one of its sites; steered only by an operator of all of them.
+    const viewer = await signup();
+    await grant(a.token, siteA, viewer.id, "viewer");
+    expect((await call(`/api/v1/rollouts/${id}`, { token: viewer.token })).status).toBe(200);
+    expect((await call(`/api/v1/rollouts/${id}/pause`, { method: "POST", token: viewer.token })).status).toBe(403);
+    expect((await call(`/api/v1/rollouts/${id}`, { token: outsider.token })).status).toBe(404);
+    for (const kind of ["pause", "resume", "promote", "abort"]) {
+      expect((await call(`/api/v1/rollouts/${id}/${kind}`, { method: "POST", token: outsider.token })).status).toBe(404);
+    }
+    expect((await call("/api/v1/rollouts/rol-000000000000", { token: a.token })).status).toBe(404);
+    const listed = (token: string) => call("/api/v1/rollouts", { token }).then((r) => r.json.rollouts.map((x: { rollout_id: string }) => x.rollout_id));
+    expect(await listed(viewer.token)).toContain(id);
+    expect(await listed(outsider.token)).not.toContain(id);
+    expect(await listed(a.token)).toContain(id);
+    expect((await progressOf(id)).status).toBe("running");
+    expect((await call(`/api/v1/rollouts/${id}/abort`, { method: "POST", token: operator.token })).status).toBe(200);
+  });
+
+  it("targets every site of a tenant for its owner only", async () => {
+    const a = await admin();
+    const tenant = await call("/api/v1/tenants", { method: "POST", token: a.token, body: { name: "Chain" } });
+    const tenantId = tenant.json.tenant_id as string;
+    const tenantOwner = await signup();
+    const tenantOperator = await signup();
+    await call(`/api/v1/tenants/${tenantId}/members`, { method: "POST", token: a.token, body: { user_id: tenantOwner.id, role: "owner" } });
+    await call(`/api/v1/tenants/${tenantId}/members`, { method: "POST", token: a.token, body: { user_id: tenantOperator.id, role: "operator" } });
+    const { siteIds } = await simulatedFleet(tenantOwner.token, 2, 1, () => false, () => ({ tenant_id: tenantId }));
+    const body = { name: "chain-wide", tenant_id: tenantId, action: "restart" };
+    expect((await createRollout(tenantOperator.token, body)).status).toBe(403);
+    expect((await createRollout((await signup()).token, body)).status).toBe(404);
+    expect(await rolloutsNamed("chain-wide")).toBe(0);
+    const created = await createRollout(tenantOwner.token, body);
+    expect(created.status).toBe(201);
+    expect([...created.json.site_ids].sort()).toEqual([...siteIds].sort());
+    expect(created.json.total_devices).toBe(2);
+  });
+
+  it("answers 422 to bad input and changes nothing; an Idempotency-Key makes a retry safe", async () => {
+    const owner = await signup();
+    const { siteIds } = await simulatedFleet(owner.token, 1, 3);
+    const base = { name: "input", site_ids: siteIds, action: "restart", waves: { soak_seconds: 600 } };
+    const bad: Record<string, unknown>[] = [
+      { ...base, tenant_id: "T-1" },
+      { name: "input", action: "restart" },
+      { ...base, window: { start_local: "25:00", end_local: "03:00" } },
+      { ...base, budget: { max_devices_per_site: 2, max_percent_per_site: 10 } },
+      { ...base, abort: { max_failure_rate: 2 } },
+      { ...base, waves: [{ site_ids: ["ELSEWHERE"] }] },
+      { ...base, waves: [{ percent: 10, site_ids: siteIds }] },
+      { ...base, device_filter: { device_type: "kiosk" } },
+      { ...base, payload: { config_url: "http://plain.example.com/c.json" } },
+    ];
+    for (const body of bad) {
+      const res = await createRollout(owner.token, body);
+      expect(res.status, JSON.stringify(body)).toBe(422);
+    }
+    expect(await rolloutsNamed("input")).toBe(0);
+    expect((await call("/api/v1/sites/sites", { method: "POST", token: owner.token, body: { name: "Moon", time_zone: "Mars/Olympus" } })).status).toBe(422);
+    const paris = await createSite(owner.token, { time_zone: "Europe/Paris" });
+    expect((await call(`/api/v1/sites/${paris}`, { token: owner.token })).json.time_zone).toBe("Europe/Paris");
+
+    const key = { "Idempotency-Key": "roll-once" };
+    const first = await createRollout(owner.token, base, key);
+    expect(first.status).toBe(201);
+    const again = await createRollout(owner.token, { action: "restart", waves: { soak_seconds: 600 }, site_ids: siteIds, name: "input" }, key);
+    expect(again.status).toBe(201);
+    expect(again.headers.get("Idempotent-Replayed")).toBe("true");
+    expect(again.json.rollout_id).toBe(first.json.rollout_id);
+    expect((await createRollout(owner.token, { ...base, name: "other" }, key)).status).toBe(422);
+    expect(await rolloutsNamed("input")).toBe(1);
   });
 });
