@@ -5,7 +5,8 @@ import * as schema from "../../src/db/schema";
 import type { RolloutOrchestrator } from "../../durable-objects/rollout-orchestrator";
 import { ManualClock } from "./clock";
 import { admin, call, createSite, db, signup } from "./helpers";
-import { liveEvents } from "./agents-helpers";
+import { hub, liveEvents } from "./agents-helpers";
+import { runCron } from "./commands-helpers";
 import {
   createRollout, installFleetClock, installOrchestratorClock, maxConcurrentPerSite, orchestrator, progressOf, rolloutExecutions, runFleet,
   simulatedFleet, targetRows,
@@ -308,5 +309,38 @@ describe("rollouts: access and input", () => {
     expect(again.json.rollout_id).toBe(first.json.rollout_id);
     expect((await createRollout(owner.token, { ...base, name: "other" }, key)).status).toBe(422);
     expect(await rolloutsNamed("input")).toBe(1);
+  });
+});
+
+describe("rollouts: the minute cron", () => {
+  it("re-drives a rollout whose alarm was lost, and hands its plan to an orchestrator that never got it", { timeout: 60_000 }, async () => {
+    const owner = await signup();
+    const { siteIds: [siteId] } = await simulatedFleet(owner.token, 1, 2);
+    const clock = await installFleetClock([siteId]);
+    const res = await createRollout(owner.token, { name: "cron", site_ids: [siteId], action: "restart", waves: [{ percent: 100 }], budget: { max_devices_per_site: 1 } });
+    const rolloutId = res.json.rollout_id as string;
+    expect(res.json.progress.counts).toMatchObject({ running: 1, pending: 1 });
+    await runInDurableObject(orchestrator(rolloutId), (_o: RolloutOrchestrator, state) => state.storage.deleteAlarm());
+    // The first device reboots and comes back; nobody wakes the orchestrator but the cron.
+    for (let i = 0; i < 6; i++) {
+      clock.advance(10_000);
+      await runDurableObjectAlarm(hub(siteId));
+    }
+    const stale = new Date(Date.now() - 120_000).toISOString();
+    await db().update(schema.rollouts).set({ updatedAt: stale }).where(eq(schema.rollouts.rolloutId, rolloutId));
+    expect((await progressOf(rolloutId)).counts).toMatchObject({ running: 1, succeeded: 0 });
+    await runCron();
+    expect((await progressOf(rolloutId)).counts).toMatchObject({ succeeded: 1, running: 1 });
+
+    // A rollout stored in D1 whose orchestrator never received the plan.
+    const row = (await db().select().from(schema.rollouts).where(eq(schema.rollouts.rolloutId, rolloutId)).get())!;
+    const orphanId = `${rolloutId}-orphan`;
+    const plan = { ...(row.plan as { rolloutId: string }), rolloutId: orphanId, targets: [] };
+    await db().insert(schema.rollouts).values({ ...row, id: undefined, rolloutId: orphanId, plan, status: "scheduled", idempotencyKey: null, updatedAt: stale });
+    expect(await orchestrator(orphanId).getProgress()).toBeNull();
+    await runCron();
+    const adopted = await progressOf(orphanId);
+    expect(adopted.rollout_id).toBe(orphanId);
+    expect(adopted.status).toBe("completed");
   });
 });
