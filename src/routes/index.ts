@@ -21,6 +21,7 @@ import { auditRoutes } from "./audit/routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 import { rolloutRoutes } from "./rollouts/routes";
+import { siteTimeZoneRoutes } from "./sites/time-zone";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -79,8 +80,9 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
 
   { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
 
-  // Fleet-wide rollouts across sites (docs/rollouts.md)
+  // Fleet-wide rollouts across sites, and the site time zone their start windows use (docs/rollouts.md)
   { prefix: "/api/v1/rollouts", router: rolloutRoutes() },
+  { prefix: "/api/v1/sites", router: siteTimeZoneRoutes() },
 ];
 
 /**

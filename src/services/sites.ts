@@ -70,6 +70,17 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
   }
 }
 
+/** Changes the site's time zone (already validated), audited as site_updated. */
+export async function setSiteTimeZone(db: Db, user: AuthUser, siteId: string, timeZone: string, request?: Request) {
+  const [[site]] = await db.batch([
+    db.update(sites).set({ timeZone, updatedAt: sql`(strftime('%Y-%m-%dT%H:%M:%fZ','now'))` }).where(eq(sites.siteId, siteId)).returning(),
+    db.insert(auditLogs).values(auditRow({
+      eventType: "site_updated", description: `Site ${siteId}: time zone set to ${timeZone}`, userId: user.id, siteId, metadata: { time_zone: timeZone }, request,
+    })),
+  ]);
+  return site;
+}
+
 /** The site's members; their e-mail addresses only when `withEmails` (owners and administrators). */
 export async function listMembers(db: Db, siteId: string, { withEmails }: { withEmails: boolean }) {
   const rows = await db

@@ -70,6 +70,7 @@ const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
   job_failed: { category: "job_management", severity: "error" },
   job_cancelled: { category: "job_management", severity: "warning" },
   job_timeout: { category: "job_management", severity: "error" },
+  site_updated: { category: "site_management", severity: "info" },
   rollout_created: { category: "job_management", severity: "info" },
   rollout_started: { category: "job_management", severity: "info" },
   rollout_paused: { category: "job_management", severity: "warning" },

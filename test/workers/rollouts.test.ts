@@ -2,8 +2,6 @@ import { describe, expect, it } from "vitest";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { and, eq, like } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import type { RolloutOrchestrator } from "../../durable-objects/rollout-orchestrator";
-import { ManualClock } from "./clock";
 import { admin, call, createSite, db, signup } from "./helpers";
 import { hub, liveEvents } from "./agents-helpers";
 import { runCron } from "./commands-helpers";
@@ -197,7 +195,7 @@ describe("rollouts: controls", () => {
     const before = await progressOf(rolloutId);
     expect(before.counts.running).toBeGreaterThan(0);
     // The instance goes away (as on an eviction or a deploy); a new one starts from its storage.
-    await expect(runInDurableObject(orchestrator(rolloutId), (_o: RolloutOrchestrator, state) => state.abort("restart"))).rejects.toThrow();
+    await expect(runInDurableObject(orchestrator(rolloutId), (_o, state) => state.abort("restart"))).rejects.toThrow();
     const after = await progressOf(rolloutId);
     expect(after.counts).toEqual(before.counts);
     await installOrchestratorClock(rolloutId, clock);
@@ -312,6 +310,31 @@ describe("rollouts: access and input", () => {
   });
 });
 
+describe("site time zones", () => {
+  it("are set by the site's owner, checked against the time zone database, and used by new rollouts", async () => {
+    const a = await admin();
+    const owner = await signup();
+    const { siteIds: [siteId] } = await simulatedFleet(owner.token, 1, 1);
+    const operator = await signup();
+    await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: a.token, body: { user_id: operator.id, role: "operator" } });
+    const put = (token: string, time_zone: unknown) => call(`/api/v1/sites/${siteId}/time-zone`, { method: "PUT", token, body: { time_zone } });
+    expect((await put(owner.token, "Atlantis/Lost")).status).toBe(422);
+    expect((await put(owner.token, "")).status).toBe(422);
+    expect((await put(operator.token, "Europe/Paris")).status).toBe(403);
+    expect((await put((await signup()).token, "Europe/Paris")).status).toBe(404);
+    expect((await call(`/api/v1/sites/${siteId}`, { token: owner.token })).json.time_zone).toBe("UTC");
+    const set = await put(owner.token, "America/New_York");
+    expect(set.status).toBe(200);
+    expect(set.json.time_zone).toBe("America/New_York");
+    const audit = await db().select().from(schema.auditLogs).where(and(eq(schema.auditLogs.siteId, siteId), eq(schema.auditLogs.eventType, "site_updated"))).all();
+    expect(audit).toHaveLength(1);
+    expect(audit[0].userId).toBe(owner.id);
+    const rollout = await createRollout(owner.token, { name: "tz", site_ids: [siteId], action: "restart", window: { start_local: "02:00", end_local: "05:00" } });
+    const row = await db().select().from(schema.rollouts).where(eq(schema.rollouts.rolloutId, rollout.json.rollout_id)).get();
+    expect((row!.plan as { sites: { timeZone: string }[] }).sites[0].timeZone).toBe("America/New_York");
+  });
+});
+
 describe("rollouts: the minute cron", () => {
   it("re-drives a rollout whose alarm was lost, and hands its plan to an orchestrator that never got it", { timeout: 60_000 }, async () => {
     const owner = await signup();
@@ -320,7 +343,7 @@ describe("rollouts: the minute cron", () => {
     const res = await createRollout(owner.token, { name: "cron", site_ids: [siteId], action: "restart", waves: [{ percent: 100 }], budget: { max_devices_per_site: 1 } });
     const rolloutId = res.json.rollout_id as string;
     expect(res.json.progress.counts).toMatchObject({ running: 1, pending: 1 });
-    await runInDurableObject(orchestrator(rolloutId), (_o: RolloutOrchestrator, state) => state.storage.deleteAlarm());
+    await runInDurableObject(orchestrator(rolloutId), (_o, state) => state.storage.deleteAlarm());
     // The first device reboots and comes back; nobody wakes the orchestrator but the cron.
     for (let i = 0; i < 6; i++) {
       clock.advance(10_000);
