@@ -28,8 +28,15 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function until(check, what) {
   const deadline = Date.now() + TIMEOUT_MS;
+  let failures = 0;
   for (;;) {
-    const value = await check();
+    let value;
+    try {
+      value = await check();
+    } catch (error) {
+      // A kept-alive connection the server closed between two polls: ask again, but not forever.
+      if (++failures > 20) throw error;
+    }
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`${what}: not done within ${TIMEOUT_MS / 1000} s`);
     await sleep(250);
@@ -56,9 +63,11 @@ try {
   const baselineStart = Date.now();
   const jobIds = await pool(siteIds, 8, async (siteId) =>
     (await json(`${api}/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", headers: auth, body: JSON.stringify({ action: "restart" }) })).job_id);
+  const ours = new Set(jobIds);
   await until(async () => {
-    const states = await pool(jobIds, 8, async (id) => (await json(`${api}/api/v1/jobs/${id}`, { headers: auth })).status);
-    return states.every((s) => s === "completed" || s === "failed");
+    const { jobs } = await json(`${api}/api/v1/jobs?limit=500`, { headers: auth });
+    const states = jobs.filter((j) => ours.has(j.job_id)).map((j) => j.status);
+    return states.length === jobIds.length && states.every((s) => s === "completed" || s === "failed");
   }, "baseline jobs");
   const baselineS = (Date.now() - baselineStart) / 1000;
 
