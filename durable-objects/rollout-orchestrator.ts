@@ -119,7 +119,8 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
           }
           this.setMeta("status", "scheduled");
           this.setMeta("wave", "1");
-          this.setMeta("plan", JSON.stringify(parsed));
+          // The targets live in their table; the stored plan keeps the rest, so reading it stays cheap.
+          this.setMeta("plan", JSON.stringify({ ...parsed, targets: [] }));
         });
         await this.tick();
       }

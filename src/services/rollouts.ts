@@ -268,14 +268,14 @@ const REDRIVE_PER_RUN = 50;
  * alarm was lost still moves. Idempotent.
  */
 export async function runRolloutMaintenance(env: Env, db: Db, now: Date) {
-  const stale = await db.select({ rolloutId: rollouts.rolloutId, plan: rollouts.plan }).from(rollouts)
+  const stale = await db.select({ rolloutId: rollouts.rolloutId }).from(rollouts)
     .where(and(inArray(rollouts.status, ["scheduled", "running", "paused"]), lt(rollouts.updatedAt, new Date(now.getTime() - REDRIVE_AFTER_MS).toISOString())))
     .orderBy(asc(rollouts.updatedAt)).limit(REDRIVE_PER_RUN).all();
   const results: Record<string, RolloutStatus | null> = {};
-  for (const { rolloutId, plan } of stale) {
+  for (const { rolloutId } of stale) {
     try {
       const client = rolloutOrchestrator(env, rolloutId);
-      results[rolloutId] = await client.drive() ?? (await client.initialise(plan as RolloutPlan)).status;
+      results[rolloutId] = await client.drive() ?? (await client.initialise((await findRollout(db, rolloutId)).plan as RolloutPlan)).status;
     } catch (error) {
       console.error(`re-drive of rollout ${rolloutId} failed`, error);
     }
