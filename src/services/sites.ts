@@ -10,6 +10,7 @@ import { recordAudit } from "./audit";
 import { invite } from "./invitations";
 import { syncLiveAccess } from "./live-access";
 import { findUserById } from "./users";
+import { currentDate } from "../lib/clock";
 
 export interface CreateSiteInput {
   site_id?: string;
@@ -73,7 +74,7 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
 /** Changes the site's time zone (already validated), audited as site_updated. */
 export async function setSiteTimeZone(db: Db, user: AuthUser, siteId: string, timeZone: string, request?: Request) {
   const [[site]] = await db.batch([
-    db.update(sites).set({ timeZone, updatedAt: sql`(strftime('%Y-%m-%dT%H:%M:%fZ','now'))` }).where(eq(sites.siteId, siteId)).returning(),
+    db.update(sites).set({ timeZone, updatedAt: currentDate().toISOString() }).where(eq(sites.siteId, siteId)).returning(),
     db.insert(auditLogs).values(auditRow({
       eventType: "site_updated", description: `Site ${siteId}: time zone set to ${timeZone}`, userId: user.id, siteId, metadata: { time_zone: timeZone }, request,
     })),
