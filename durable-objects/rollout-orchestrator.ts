@@ -15,15 +15,7 @@ import {
 } from "../src/shared/rollout-contract";
 import type { SiteHub } from "./site-hub";
 
-/**
- * One per rollout (named by rollout_id): decides which devices start next within each site's
- * disruption budget, hands them to their site hubs as jobs (so the command queue and its
- * at-least-once delivery do the work), learns their outcomes from the hubs on its alarm, evaluates the
- * abort criteria and moves the waves. Everything it knows is in its own SQLite, so an eviction or a
- * restart loses nothing: every step is written before the call that acts on it, and a hand-off is
- * repeated until it is confirmed (the job id is chosen first, so a repeat creates nothing twice).
- * docs/rollouts.md has the rules.
- */
+/** What the orchestrator is bound to: the hubs' bindings plus the site hubs it hands work to. */
 export interface RolloutBindings extends HubBindings {
   SITE_HUB: DurableObjectNamespace<SiteHub>;
 }
@@ -83,6 +75,15 @@ const AUDIT_OF: Record<RolloutControl, string> = {
   pause: "rollout_paused", resume: "rollout_resumed", abort: "rollout_aborted", promote: "rollout_promoted",
 };
 
+/**
+ * One per rollout (named by rollout_id): decides which devices start next within each site's
+ * disruption budget, hands them to their site hubs as jobs (so the command queue and its
+ * at-least-once delivery do the work), learns their outcomes from the hubs on its alarm, evaluates the
+ * abort criteria and moves the waves. Everything it knows is in its own SQLite, so an eviction or a
+ * restart loses nothing: every step is written before the call that acts on it, and a hand-off is
+ * repeated until it is confirmed (the job id is chosen first, so a repeat creates nothing twice).
+ * docs/rollouts.md has the rules.
+ */
 export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
   /** Tests replace it (`runInDurableObject`) to move time; nothing else does. */
   clock: Clock = systemClock;
@@ -248,7 +249,7 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
       await this.advanceWaves(plan, now);
       if (this.status() === "running" || this.status() === "scheduled") await this.startWithinBudget(plan, now, touched);
     }
-    if (this.status() === "aborted") await this.cancelOpenJobs(plan, now);
+    if (this.status() === "aborted") await this.cancelOpenJobs(plan);
     // New batches (or a rollback after an abort) go to their hubs in the same tick.
     await this.handOff(plan, now);
     if (this.status() !== before) for (const s of plan.sites) touched.add(s.siteId);
@@ -442,7 +443,7 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
   }
 
   /** After an abort: each rollout job still open is cancelled in its hub (which cancels its queued commands). */
-  private async cancelOpenJobs(plan: RolloutPlan, _now: number) {
+  private async cancelOpenJobs(plan: RolloutPlan) {
     const batches = this.sql.exec<BatchRow>("SELECT * FROM rollout_batches WHERE kind = 'rollout' AND cancelled = 0").toArray();
     for (const b of batches) {
       try {
