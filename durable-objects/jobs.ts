@@ -232,6 +232,7 @@ export class JobRunner {
     const commandType = commandTypeForAction(spec.action);
     const ttlS = Math.min(MAX_COMMAND_TTL_S, Math.max(1, Math.ceil((run.deadline_ms - now) / 1000) + COMMAND_GRACE_S));
     const payload = {
+      ...(spec.payload ?? {}),
       job_id: spec.jobId, action: spec.action, description: spec.description, priority: spec.priority,
       segment, config_url: configUrl, config_version: configVersion,
     };
@@ -296,6 +297,12 @@ export class JobRunner {
     if (!target || (target.command_id && target.command_id !== command.command_id)) return;
     this.setTarget(command.job_id, command.device_id, command.command_id, command.status, command.result, command.error_message, now, command.attempts);
     if (!isOpenCommandStatus(command.status)) this.maybeFinish(command.job_id, now);
+  }
+
+  /** Each target of a job with its execution status (a rollout reads these on its alarm). */
+  targetsOf(jobId: string): { device_id: string; status: string; error_message: string | null }[] {
+    return this.sql.exec<{ device_id: string; status: string; error_message: string | null }>(
+      "SELECT device_id, status, error_message FROM job_targets WHERE job_id = ?", jobId).toArray();
   }
 
   counts(jobId: string): JobCounts {

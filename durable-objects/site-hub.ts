@@ -26,6 +26,7 @@ import { COMMANDS_SCHEMA, CommandQueue } from "./commands";
 import { JOBS_SCHEMA, JobRunner } from "./jobs";
 import { ENROLMENT_QUOTA_SCHEMA, EnrolmentQuota } from "./enrolment-quota";
 import type { TimedPart } from "./timed-part";
+import type { RolloutDeviceReport } from "../src/shared/rollout-contract";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -399,6 +400,38 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.outbox.flush();
     await this.ensureAlarm(now);
     return ok(outcome.status);
+  }
+
+  // ---- rollouts (the orchestrator asks; see docs/rollouts.md) --------------------------------
+
+  /**
+   * Where each device of these jobs stands: its execution and its own condition, so a rollout's
+   * orchestrator learns outcomes and recoveries from the hub instead of polling D1 per device. A job
+   * the hub no longer knows (evicted, or the hand-off not yet arrived) is adopted from D1 first.
+   */
+  async rolloutReport(siteId: string, jobIds: string[]): Promise<RolloutDeviceReport[]> {
+    this.bind(siteId);
+    const reports: RolloutDeviceReport[] = [];
+    for (const jobId of jobIds) {
+      if (!this.jobs.run(jobId)) await this.jobs.adopt(jobId);
+      for (const t of this.jobs.targetsOf(jobId)) {
+        reports.push({ job_id: jobId, device_id: t.device_id, execution: t.status, error: t.error_message, condition: this.deviceCondition(t.device_id) });
+      }
+    }
+    await this.ensureAlarm(this.now());
+    return reports;
+  }
+
+  /** A simulated agent by its lifecycle and fault; a real device by its presence. */
+  private deviceCondition(deviceId: string): RolloutDeviceReport["condition"] {
+    const agent = this.agents.get(deviceId);
+    if (agent?.active) {
+      if (agent.next_at_ms !== null) return "busy";
+      return agent.fault ? "unhealthy" : "healthy";
+    }
+    const presence = this.presence.get(deviceId);
+    if (!presence || presence.status === "offline") return "offline";
+    return presence.status === "error" ? "unhealthy" : "healthy";
   }
 
   /** After a call changed something: flush D1 now (`flush`) or within the outbox window, and keep the alarm right. */

@@ -4,6 +4,7 @@ import type { Config, HubBindings } from "./shared/config";
 import type { Role } from "./shared/vocabulary";
 import type { SiteHub } from "../durable-objects/site-hub";
 import type { CredentialGuard } from "../durable-objects/credential-guard";
+import type { RolloutOrchestrator } from "../durable-objects/rollout-orchestrator";
 
 /**
  * The Worker's bindings: the database and variables the hubs get too (see src/shared/config.ts for
@@ -13,6 +14,8 @@ import type { CredentialGuard } from "../durable-objects/credential-guard";
 export interface Env extends HubBindings {
   SITE_HUB: DurableObjectNamespace<SiteHub>;
   CREDENTIAL_GUARD: DurableObjectNamespace<CredentialGuard>;
+  /** One orchestrator per fleet-wide rollout (docs/rollouts.md). */
+  ROLLOUTS: DurableObjectNamespace<RolloutOrchestrator>;
   /** Counts failed credential checks per client address (Workers Rate Limiting). */
   CREDENTIAL_FAILURE_LIMITER: RateLimit;
   /** Counts signups per client address (Workers Rate Limiting). */

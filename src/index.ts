@@ -4,6 +4,7 @@ import { runScheduled } from "./scheduled";
 
 export { SiteHub } from "../durable-objects/site-hub";
 export { CredentialGuard } from "../durable-objects/credential-guard";
+export { RolloutOrchestrator } from "../durable-objects/rollout-orchestrator";
 
 const app = createApp();
 

@@ -5,6 +5,7 @@ import type { Db, Env } from "./env";
 import { runIntentMaintenance } from "./services/intents";
 import { runCommandMaintenance } from "./services/commands";
 import { runJobMaintenance } from "./services/jobs";
+import { runRolloutMaintenance } from "./services/rollouts";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
 import { runAuditRetention } from "./services/audit-retention";
@@ -44,6 +45,8 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "device-offline notifications", run: (env, db) => notifyOfflineDevices(env, db) },
   // Push records are kept as long as the commands they point to.
   { name: "push records retention", run: (_env, db, now) => prunePushRecords(db, now) },
+  // Unfinished rollouts whose row has not moved for a minute get a step from their orchestrator.
+  { name: "rollouts", run: runRolloutMaintenance },
 ];
 
 /**

@@ -78,6 +78,8 @@ export const sites = sqliteTable("sites", {
   tenantId: text("tenant_id"),
   createdBy: integer("created_by"),
   caseFoldExempt: caseFoldExempt(),
+  /** IANA time zone of the store (rollout start windows are in its local time). */
+  timeZone: text("time_zone").notNull().default("UTC"),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [
@@ -214,11 +216,16 @@ export const jobs = sqliteTable("jobs", {
   idempotencyKey: text("idempotency_key"),
   requestFingerprint: text("request_fingerprint"),
   updatedAt: updatedAt(),
+  // Set on the jobs a rollout hands to a site (docs/rollouts.md), with any command payload beyond
+  // config_url/config_version.
+  rolloutId: text("rollout_id"),
+  payload: json("payload"),
 }, (t) => [
   uniqueIndex("jobs_job_id_uq").on(t.jobId),
   uniqueIndex("jobs_idem_uq").on(t.siteId, t.idempotencyKey),
   index("jobs_site_created_idx").on(t.siteId, t.createdAt),
   index("jobs_status_idx").on(t.status, t.createdAt),
+  index("jobs_rollout_idx").on(t.rolloutId),
 ]);
 
 export const jobExecutions = sqliteTable("job_executions", {
@@ -580,3 +587,43 @@ export const pushNotifierCursor = sqliteTable("push_notifier_cursor", {
   name: text("name").primaryKey(),
   lastId: integer("last_id").notNull(),
 });
+// Fleet-wide rollouts (docs/rollouts.md). The row is the record operators list; the live state
+// (waves, per-device progress) is in the rollout's RolloutOrchestrator Durable Object, which writes
+// the status back here on every transition.
+export const rollouts = sqliteTable("rollouts", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  rolloutId: text("rollout_id").notNull(),
+  name: text("name").notNull(),
+  tenantId: text("tenant_id"),
+  siteIds: json("site_ids").notNull(),
+  action: text("action").notNull(),
+  /** The request with every default filled in. */
+  spec: json("spec").notNull(),
+  /** What the orchestrator was handed (targets and waves), so the cron can hand it over again. */
+  plan: json("plan").notNull(),
+  status: text("status", { enum: ["scheduled", "running", "paused", "completed", "aborted"] }).notNull().default("scheduled"),
+  currentWave: integer("current_wave").notNull().default(0),
+  totalDevices: integer("total_devices").notNull().default(0),
+  abortReason: text("abort_reason"),
+  createdBy: integer("created_by").notNull(),
+  createdByEmail: text("created_by_email"),
+  idempotencyKey: text("idempotency_key"),
+  requestFingerprint: text("request_fingerprint"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+  finishedAt: text("finished_at"),
+}, (t) => [
+  uniqueIndex("rollouts_rollout_id_uq").on(t.rolloutId),
+  uniqueIndex("rollouts_idem_uq").on(t.createdBy, t.idempotencyKey),
+  index("rollouts_status_updated_idx").on(t.status, t.updatedAt),
+  index("rollouts_created_idx").on(t.createdAt),
+]);
+
+/** The sites a rollout targets, so "rollouts I can see" is one join. */
+export const rolloutSites = sqliteTable("rollout_sites", {
+  rolloutId: text("rollout_id").notNull(),
+  siteId: text("site_id").notNull(),
+}, (t) => [
+  primaryKey({ columns: [t.rolloutId, t.siteId] }),
+  index("rollout_sites_site_idx").on(t.siteId),
+]);

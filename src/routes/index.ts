@@ -25,6 +25,8 @@ import { auditStatusRoutes } from "./audit/status";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 import { pushRoutes } from "./push/routes";
+import { rolloutRoutes } from "./rollouts/routes";
+import { siteTimeZoneRoutes } from "./sites/time-zone";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -90,6 +92,10 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
 
   // Notifications to devices
   { prefix: "/api/v1/push", router: pushRoutes() },
+
+  // Fleet-wide rollouts across sites, and the site time zone their start windows use (docs/rollouts.md)
+  { prefix: "/api/v1/rollouts", router: rolloutRoutes() },
+  { prefix: "/api/v1/sites", router: siteTimeZoneRoutes() },
 ];
 
 /**

@@ -10,6 +10,7 @@ import { recordAudit } from "./audit";
 import { invite } from "./invitations";
 import { syncLiveAccess } from "./live-access";
 import { findUserById } from "./users";
+import { currentDate } from "../lib/clock";
 
 export interface CreateSiteInput {
   site_id?: string;
@@ -17,6 +18,7 @@ export interface CreateSiteInput {
   description?: string | null;
   location?: string | null;
   tenant_id?: string | null;
+  time_zone?: string;
 }
 
 export async function listSites(db: Db, user: AuthUser) {
@@ -47,6 +49,7 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
         description: input.description ?? null,
         location: input.location ?? null,
         tenantId: input.tenant_id ?? null,
+        timeZone: input.time_zone ?? "UTC",
         createdBy: user.id,
       }).returning(),
       db.insert(siteMemberships).values({ siteId, userId: user.id, role: "owner" }),
@@ -66,6 +69,17 @@ export async function createSite(db: Db, user: AuthUser, input: CreateSiteInput,
     }
     throw error;
   }
+}
+
+/** Changes the site's time zone (already validated), audited as site_updated. */
+export async function setSiteTimeZone(db: Db, user: AuthUser, siteId: string, timeZone: string, request?: Request) {
+  const [[site]] = await db.batch([
+    db.update(sites).set({ timeZone, updatedAt: currentDate().toISOString() }).where(eq(sites.siteId, siteId)).returning(),
+    db.insert(auditLogs).values(auditRow({
+      eventType: "site_updated", description: `Site ${siteId}: time zone set to ${timeZone}`, userId: user.id, siteId, metadata: { time_zone: timeZone }, request,
+    })),
+  ]);
+  return site;
 }
 
 /** The site's members; their e-mail addresses only when `withEmails` (owners and administrators). */

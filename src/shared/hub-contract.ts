@@ -218,6 +218,8 @@ export const JobSpecSchema = z.object({
   deadlineAt: z.string(),
   segment: z.string().optional(),
   startedAt: z.string().optional(),
+  /** Extra command payload fields (a rollout's payload beyond config_url/config_version). */
+  payload: json.nullable().optional(),
 });
 export type JobSpec = z.infer<typeof JobSpecSchema>;
 
@@ -235,7 +237,7 @@ export const LiveEventSchema = z
   .object({
     seq: z.number().int().openapi({ description: "Increases by one per event of the site; resume with ?since=<seq> or Last-Event-ID" }),
     type: z.string().openapi({
-      description: "device.status, device.heartbeat (coalesced, at most one every 2 s), device.metrics (a stored sample), agent.state, agent.health, agent.push, command.updated, job.updated, intent.updated; and stream.truncated (you missed events older than the replay ring: reload). The hub's own messages without a seq (stream.error, stream.revoked) are LiveControlMessage.",
+      description: "device.status, device.heartbeat (coalesced, at most one every 2 s), device.metrics (a stored sample), agent.state, agent.health, agent.push, command.updated, job.updated, intent.updated, rollout.progress; and stream.truncated (you missed events older than the replay ring: reload). The hub's own messages without a seq (stream.error, stream.revoked) are LiveControlMessage.",
       example: "device.status",
     }),
     site_id: z.string(),

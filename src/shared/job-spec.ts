@@ -18,5 +18,6 @@ export function specFromRow(job: typeof jobs.$inferSelect): JobSpec {
     deadlineAt: job.deadlineAt ?? new Date(Date.parse(job.createdAt) + DEFAULT_JOB_DEADLINE_S * 1000).toISOString(),
     segment: job.segment ?? undefined,
     startedAt: job.startedAt ?? undefined,
+    payload: (job.payload as Record<string, unknown> | null) ?? null,
   };
 }

@@ -113,7 +113,7 @@ describe("create", () => {
     const detail = await call(`/api/v1/sites/${siteId}`, { token: owner.token });
     expect(detail.json).toEqual({
       site_id: siteId, name: "Main Street", description: "Flagship", location: "Main St 1",
-      is_active: true, tenant_id: null,
+      is_active: true, tenant_id: null, time_zone: "UTC",
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/),
       updated_at: expect.stringMatching(/Z$/),
     });

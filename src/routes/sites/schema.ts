@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { lineText, proseText } from "../../lib/text";
+import { isTimeZone } from "../../shared/rollout-plan";
 import { ROLES } from "../../services/access";
 
 export const SiteIdSchema = z
@@ -24,7 +25,11 @@ export const SiteDetail = SiteListItem.extend({
   is_active: z.boolean(),
   tenant_id: z.string().nullable(),
   updated_at: z.string(),
+  time_zone: z.string().openapi({ description: "IANA time zone of the site (rollout start windows are in its local time)", example: "Europe/Paris" }),
 }).openapi("Site");
+
+/** An IANA time zone name the runtime knows (e.g. Europe/Paris); checked with Intl. */
+export const TimeZoneSchema = lineText().min(1).max(64).refine(isTimeZone, "An IANA time zone name, e.g. Europe/Paris or UTC");
 
 export const SiteList = z.object({ sites: z.array(SiteListItem) }).openapi("SiteList");
 
@@ -35,6 +40,7 @@ export const CreateSiteBody = z
     description: proseText().max(2000).nullish(),
     location: lineText().max(500).nullish(),
     tenant_id: lineText().min(1).max(64).nullish().openapi({ description: "Tenant the site belongs to; the caller must own the tenant" }),
+    time_zone: TimeZoneSchema.optional().openapi({ description: "IANA time zone of the site (default UTC); rollout start windows are in its local time", example: "Europe/Paris" }),
   })
   .openapi("CreateSiteRequest");
 
@@ -96,9 +102,10 @@ export const toSiteListItem = (s: { siteId: string; name: string; description: s
   created_at: s.createdAt,
 });
 
-export const toSiteDetail = (s: Parameters<typeof toSiteListItem>[0] & { isActive: boolean; tenantId: string | null; updatedAt: string }) => ({
+export const toSiteDetail = (s: Parameters<typeof toSiteListItem>[0] & { isActive: boolean; tenantId: string | null; updatedAt: string; timeZone: string }) => ({
   ...toSiteListItem(s),
   is_active: s.isActive,
   tenant_id: s.tenantId,
   updated_at: s.updatedAt,
+  time_zone: s.timeZone,
 });
