@@ -49,9 +49,14 @@ export class DeviceCredentials {
     return this.records.get(deviceId)?.intervalS;
   }
 
-  /** Reads the device's record now (after an operator changed it), for its configured interval. */
+  /**
+   * Reads the device's record now (after an operator changed it), for its configured interval. The
+   * verified key survives when the hash did not change (a lifecycle or settings change), so a device
+   * holding an open channel is not sent back to bcrypt by an unrelated edit.
+   */
   async refresh(deviceId: string, now: number): Promise<number | undefined> {
-    this.records.delete(deviceId);
+    const cached = this.records.get(deviceId);
+    if (cached) cached.fetchedAt = Number.NEGATIVE_INFINITY;
     return (await this.current(deviceId, now))?.intervalS;
   }
 
