@@ -21,7 +21,7 @@ async function openChannel(device: { device_id: string; api_key: string }) {
   const socket = await openSocket(CHANNEL, { headers: deviceHeaders(device.device_id, device.api_key) });
   if (!socket.ws) throw new Error(`channel refused: ${socket.status} ${JSON.stringify(socket.body)}`);
   await socket.until(() => socket.messages.find((m) => m.type === "hello"), "hello");
-  const reply = (ref: string) => socket.until(() => socket.messages.find((m: { ref?: string }) => m.ref === ref), `the answer to ${ref}`);
+  const reply = (ref: string) => socket.until(() => socket.messages.find((m) => "ref" in m && m.ref === ref), `the answer to ${ref}`);
   const sendJson = (message: Record<string, unknown>) => socket.ws.send(JSON.stringify(message));
   return { ...socket, ws: socket.ws, reply, sendJson };
 }
