@@ -136,6 +136,15 @@ describe("device channel: commands", () => {
     await channel.until(() => channel.messages.find((m) => m.type === "push"), "the push");
   });
 
+  it("sends a job's command to a device on its channel as soon as the job fans out", async () => {
+    const { owner, siteId, device } = await setup();
+    const channel = await openChannel(device);
+    const job = await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token: owner.token, body: { action: "restart" } });
+    expect(job.status).toBe(201);
+    const sent = await channel.until(() => channel.messages.find((m) => m.type === "command"), "the job's command");
+    expect(sent).toMatchObject({ command: { device_id: device.device_id, command_type: "restart", status: "delivered" } });
+  });
+
   it("redelivers a command whose socket dropped before the ack: on the next poll, or on a new socket", async () => {
     const { owner, siteId, device } = await setup();
     const clock = await installClock(siteId, new ManualClock());
