@@ -113,7 +113,7 @@ async function siteWithDevices(siteId) {
     // Warm-up (not counted): the one bcrypt of the device's key, and the Worker learning its site.
     const warm = await fetch(`${api}/api/v1/agent/heartbeat`, { method: "POST", headers, body: "{}" });
     if (warm.status !== 200) throw new Error(`warm-up heartbeat: ${warm.status}`);
-    return { id: d.device_id, headers, sample: sampler(i + 1), errors: [], calls: 0, rtt_ms: 0, statuses: {} };
+    return { id: d.device_id, headers, sample: sampler(i + 1), errors: [], calls: 0, rtt_ms: 0, statuses: {}, samples: 0, stored: 0 };
   });
 }
 
@@ -134,7 +134,11 @@ async function httpMode() {
     const init = kind === "poll" ? { headers: device.headers }
       : { method: "POST", headers: device.headers, body: JSON.stringify(kind === "telemetry" ? device.sample() : {}) };
     const res = await fetch(`${api}${paths[kind]}`, init);
-    await res.arrayBuffer();
+    const body = await res.text();
+    if (kind === "telemetry" && res.status === 200) {
+      device.samples++;
+      if (JSON.parse(body).stored) device.stored++;
+    }
     return res.status;
   }));
   return { siteId, devices, realS, counts: await counts([siteId]) };
@@ -156,6 +160,10 @@ async function channelMode() {
       const done = message.ref && device.pending.get(message.ref);
       if (done) {
         device.pending.delete(message.ref);
+        if (message.type === "telemetry.ok") {
+          device.samples++;
+          device.stored += message.stored_count;
+        }
         done(message.type === "error" ? `error:${message.code}` : message.type);
       }
     });
@@ -196,6 +204,8 @@ function perDeviceMonth(run, mode) {
     d1_rows_written: (run.counts.worker.d1.rows_written + hub.d1.rows_written) * byReal,
     d1_raw_queries: (run.counts.worker.d1.raw_queries + hub.d1.raw_queries) * bySim,
     mean_round_trip_ms: +meanRttMs.toFixed(2),
+    /** Share of telemetry samples the delta rules stored (each stored sample writes history, state and a live event). */
+    stored_sample_share: +(run.devices.reduce((a, x) => a + x.stored, 0) / Math.max(1, run.devices.reduce((a, x) => a + x.samples, 0))).toFixed(3),
   };
   const w = CLOUDFLARE.workers;
   const o = CLOUDFLARE.durable_objects;
@@ -253,6 +263,7 @@ try {
     ["D1 rows written", n(http.month.d1_rows_written), n(channel.month.d1_rows_written)],
     ["DO storage (bytes/device)", n(http.storage_bytes_per_device), n(channel.storage_bytes_per_device)],
     ["mean round trip (ms)", http.month.mean_round_trip_ms, channel.month.mean_round_trip_ms],
+    ["telemetry samples stored", http.month.stored_sample_share, channel.month.stored_sample_share],
     ...Object.keys(http.usd).map((k) => [`$ ${k}`, $(http.usd[k]), $(channel.usd[k])]),
     ["$ transport (Worker + DO requests/duration)", $(http.transport_usd), $(channel.transport_usd)],
     ["$ TOTAL per device-month", $(http.total_usd), $(channel.total_usd)],
