@@ -40,6 +40,12 @@ export class DeviceCredentials {
     return record.state === "active" ? { result: "ok" } : { result: "inactive", state: record.state };
   }
 
+  /** The hash the device's key was last verified against, when `keyDigest` is that key (for a channel socket). */
+  verifiedHash(deviceId: string, keyDigest: string): string | undefined {
+    const record = this.records.get(deviceId);
+    return record?.bcryptHash && record.verifiedDigest && sameDigest(record.verifiedDigest, keyDigest) ? record.bcryptHash : undefined;
+  }
+
   invalidate(deviceId: string) {
     this.records.delete(deviceId);
   }

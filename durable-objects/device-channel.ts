@@ -16,7 +16,7 @@ import {
   type ChannelErrorCode, type DeviceChannelMessage, type HubChannelMessage,
 } from "../src/shared/device-channel";
 import type {
-  AckBody, CommandRecord, CommandReport, HeartbeatResult, NotAdmitted, Outcome, RateLimited, Sample, Sighting, StoreDecision,
+  AckBody, Admission, CommandRecord, CommandReport, HeartbeatResult, NotAdmitted, Outcome, RateLimited, Sample, Sighting, StoreDecision,
 } from "../src/shared/hub-contract";
 import { iso, normaliseTimestamp } from "../src/shared/time";
 import { closeQuietly, isOpen } from "./live-socket";
@@ -27,6 +27,8 @@ interface DeviceSocketAttachment {
   kind: "device";
   device_id: string;
   key_digest: string;
+  /** SHA-256 of the bcrypt hash the key was verified against when the socket opened. */
+  hash_fingerprint: string;
   connected_ms: number;
   bad_tokens?: number;
   bad_at?: number;
@@ -36,6 +38,11 @@ interface DeviceSocketAttachment {
 export interface ChannelHost {
   siteId(): string;
   now(): number;
+  /**
+   * Admits the socket's key again before each message. The hub forgets verified keys when it sleeps;
+   * a key verified against a hash that is still the device's is admitted again without a bcrypt.
+   */
+  readmit(deviceId: string, keyDigest: string, hashFingerprint: string): Promise<Admission>;
   heartbeat(keyDigest: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited | NotAdmitted>;
   telemetry(keyDigest: string, deviceId: string, samples: Sample[]): Promise<StoreDecision[] | RateLimited | NotAdmitted>;
   ack(deviceId: string, commandId: string): Promise<Outcome<AckBody>>;
@@ -88,13 +95,15 @@ export class DeviceChannels {
    * Accepts an admitted device's socket (closing an older one of the same device), greets it, and
    * returns the 101 for the Worker to hand back.
    */
-  accept(deviceId: string, keyDigest: string, hello: { next_heartbeat_s: number }): { response: Response; socket: WebSocket } {
+  accept(deviceId: string, keyDigest: string, hashFingerprint: string, hello: { next_heartbeat_s: number }): { response: Response; socket: WebSocket } {
     for (const old of this.socketsOf(deviceId)) closeQuietly(old, CHANNEL_CLOSE.replaced.code, CHANNEL_CLOSE.replaced.reason);
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
     this.ctx.acceptWebSocket(server, [DEVICE_SOCKET_TAG, deviceTag(deviceId)]);
     const now = this.now();
-    server.serializeAttachment({ kind: "device", device_id: deviceId, key_digest: keyDigest, connected_ms: now } satisfies DeviceSocketAttachment);
+    server.serializeAttachment({
+      kind: "device", device_id: deviceId, key_digest: keyDigest, hash_fingerprint: hashFingerprint, connected_ms: now,
+    } satisfies DeviceSocketAttachment);
     send(server, { type: "hello", device_id: deviceId, site_id: this.siteId(), next_heartbeat_s: hello.next_heartbeat_s, server_time: iso(now) });
     return { response: new Response(null, { status: 101, webSocket: client }), socket: server };
   }
@@ -133,6 +142,8 @@ export class DeviceChannels {
     const { device_id: deviceId, key_digest: keyDigest } = socket;
     const ref = message.id;
     const now = () => iso(host.now());
+    const admission = await host.readmit(deviceId, keyDigest, socket.hash_fingerprint);
+    if (admission.result !== "ok") return this.closeFor(ws, admission);
     switch (message.type) {
       case "ping":
         send(ws, { type: "pong", ref, server_time: now() });
@@ -180,8 +191,7 @@ export class DeviceChannels {
   private refused<T>(ws: WebSocket, ref: string | undefined, result: T | RateLimited | NotAdmitted): result is RateLimited | NotAdmitted {
     if (typeof result !== "object" || result === null) return false;
     if ("notAdmitted" in result) {
-      const why = result.notAdmitted.result === "inactive" ? CHANNEL_CLOSE.inactive : CHANNEL_CLOSE.credentials;
-      closeQuietly(ws, why.code, why.reason);
+      this.closeFor(ws, result.notAdmitted);
       return true;
     }
     if ("rateLimited" in result) {
@@ -189,6 +199,12 @@ export class DeviceChannels {
       return true;
     }
     return false;
+  }
+
+  /** A key no longer admitted ends the socket: the device must reconnect, and so be admitted afresh. */
+  private closeFor(ws: WebSocket, admission: Exclude<Admission, { result: "ok" }>) {
+    const why = admission.result === "inactive" ? CHANNEL_CLOSE.inactive : CHANNEL_CLOSE.credentials;
+    closeQuietly(ws, why.code, why.reason);
   }
 
   private refusal(ws: WebSocket, ref: string | undefined, error: { status: number; detail: string; retryAfterS?: number }) {

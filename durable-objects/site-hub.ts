@@ -26,6 +26,7 @@ import { COMMANDS_SCHEMA, CommandQueue } from "./commands";
 import { JOBS_SCHEMA, JobRunner } from "./jobs";
 import { ENROLMENT_QUOTA_SCHEMA, EnrolmentQuota } from "./enrolment-quota";
 import type { TimedPart } from "./timed-part";
+import { sha256Hex } from "../src/shared/ids";
 import { DeviceChannels, isDeviceSocket, keyDigestOf, send, type ChannelHost } from "./device-channel";
 import { CHANNEL_CLOSE, DEVICE_CHANNEL_HEADER, DeviceChannelOpenSchema, NOT_ADMITTED_HEADER } from "../src/shared/device-channel";
 
@@ -463,7 +464,8 @@ export class SiteHub extends DurableObject<HubBindings> {
     if (admission.result !== "ok") return Response.json({ notAdmitted: admission }, { status: 401, headers: { [NOT_ADMITTED_HEADER]: "1" } });
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return Response.json({ detail: "Expected a WebSocket upgrade" }, { status: 426 });
     const interval = this.presence.get(device.device_id)?.interval_s ?? this.credentials.configuredIntervalS(device.device_id) ?? DEFAULT_INTERVAL_S;
-    const { response } = this.deviceChannels.accept(device.device_id, device.key_digest, { next_heartbeat_s: interval });
+    const hashFingerprint = await sha256Hex(this.credentials.verifiedHash(device.device_id, device.key_digest) ?? "");
+    const { response } = this.deviceChannels.accept(device.device_id, device.key_digest, hashFingerprint, { next_heartbeat_s: interval });
     // What was queued while the device was away goes out now, leased as a poll would lease it.
     const before = this.outbox.added;
     this.deliverOnChannel(device.device_id, now);
@@ -504,6 +506,12 @@ export class SiteHub extends DurableObject<HubBindings> {
   private readonly channelHost: ChannelHost = {
     siteId: () => this.siteId,
     now: () => this.now(),
+    readmit: async (deviceId, keyDigest, hashFingerprint) => {
+      const now = this.now();
+      const admission = await this.credentials.admit(deviceId, keyDigest, now);
+      if (admission.result !== "verify" || (await sha256Hex(admission.bcryptHash)) !== hashFingerprint) return admission;
+      return this.credentials.confirm(deviceId, keyDigest, admission.bcryptHash, now);
+    },
     heartbeat: (keyDigest, sighting) => this.heartbeat(this.siteId, keyDigest, sighting),
     telemetry: (keyDigest, deviceId, samples) => this.telemetry(this.siteId, keyDigest, deviceId, samples),
     ack: (deviceId, commandId) => this.ackCommand(this.siteId, deviceId, commandId),

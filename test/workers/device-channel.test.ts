@@ -2,7 +2,10 @@ import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import type { SiteHub } from "../../durable-objects/site-hub";
 import { CHANNEL_BAD_MESSAGE_BURST, CHANNEL_CLOSE } from "../../src/shared/device-channel";
-import { call } from "./helpers";
+import { eq } from "drizzle-orm";
+import * as schema from "../../src/db/schema";
+import { hashSecret } from "../../src/services/passwords";
+import { call, db } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
 import { openSocket } from "./live-helpers";
 import { hub, poll, queueCommand, runAlarm } from "./commands-helpers";
@@ -25,6 +28,14 @@ async function openChannel(device: { device_id: string; api_key: string }) {
   const sendJson = (message: Record<string, unknown>) => socket.ws.send(JSON.stringify(message));
   return { ...socket, ws: socket.ws, reply, sendJson };
 }
+
+/** What a hub that woke from hibernation has: no credential read yet, so no verified key in memory. */
+const forgetVerifiedKeys = (siteId: string) =>
+  runInDurableObject(hub(siteId), (instance: SiteHub) => {
+    const credentials = (instance as unknown as { credentials?: { records?: Map<string, unknown> } }).credentials;
+    if (!credentials?.records) throw new Error("DeviceCredentials no longer keeps records: update forgetVerifiedKeys");
+    credentials.records.clear();
+  });
 
 const stored = (siteId: string, deviceId: string) => hub(siteId).storedSampleCount(siteId, deviceId);
 
@@ -204,6 +215,24 @@ describe("device channel: closing", () => {
     channel.sendJson({ type: "heartbeat", id: "after-edit" });
     expect(await channel.reply("after-edit")).toMatchObject({ type: "heartbeat.ok", next_heartbeat_s: 30 });
     expect(channel.closed()).toBeUndefined();
+  });
+
+  it("keeps the socket when the hub wakes from hibernation without its verified keys, and costs no bcrypt", async () => {
+    const { siteId, device } = await setup();
+    const channel = await openChannel(device);
+    await forgetVerifiedKeys(siteId);
+    channel.sendJson({ type: "heartbeat", id: "after-wake" });
+    expect(await channel.reply("after-wake")).toMatchObject({ type: "heartbeat.ok" });
+    expect(channel.closed()).toBeUndefined();
+  });
+
+  it("closes the socket after a wake when the device's key changed while the hub slept", async () => {
+    const { siteId, device } = await setup();
+    const channel = await openChannel(device);
+    await db().update(schema.devices).set({ apiKeyHash: await hashSecret("another-key") }).where(eq(schema.devices.deviceId, device.device_id));
+    await forgetVerifiedKeys(siteId);
+    channel.sendJson({ type: "heartbeat", id: "stale" });
+    expect(await channel.waitForClose()).toEqual({ code: CHANNEL_CLOSE.credentials.code, reason: CHANNEL_CLOSE.credentials.reason });
   });
 
   it("answers a bad message with an error and keeps the socket; closes it after a burst of them", async () => {
