@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
 import { startService, ROOT } from "../scripts/lib/serve-bundle.mjs";
-import { json, pool, writeResults } from "./lib.mjs";
+import { DEVICE_LIMIT, json, pool, writeResults } from "./lib.mjs";
 import { AWS_IOT_CORE, AZURE_IOT_HUB, CHECKED, CLOUDFLARE } from "./prices.mjs";
 
 const DEVICES = Number(process.env.BENCH_COST_DEVICES ?? 20);
@@ -33,6 +33,17 @@ const MONTH_S = 30 * 86_400;
  */
 const ASSUMED_WORKER_CPU_MS_PER_REQUEST = 1;
 const ASSUMED_CHANNEL_RECONNECTS_PER_DAY = 24;
+
+// Every device call passes the hub's per-device rate limit: a run that would cross it measures 429s.
+{
+  const realS = SIM_S / COMPRESSION;
+  const callsPerDevice = SIM_S * (1 / CADENCE_S.heartbeat + 1 / CADENCE_S.telemetry + 1 / CADENCE_S.poll);
+  const allowed = DEVICE_LIMIT.burst - 1 + DEVICE_LIMIT.perSecond * realS;
+  if (callsPerDevice > allowed) {
+    console.error(`BENCH_COST_COMPRESSION=${COMPRESSION} with BENCH_COST_SIM_S=${SIM_S} makes ${Math.round(callsPerDevice)} calls per device in ${realS} s; the device limit allows ${Math.floor(allowed)}. Compress less.`);
+    process.exit(1);
+  }
+}
 
 if (!process.env.BENCH_SKIP_BUILD) {
   console.log("building the bundle…");
