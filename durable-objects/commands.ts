@@ -162,6 +162,11 @@ export class CommandQueue {
     return { commands: rows.map((r) => this.toRecord(r)), total };
   }
 
+  /** Devices with at least one command waiting for delivery. */
+  devicesWithPending(): string[] {
+    return this.sql.exec<{ device_id: string }>("SELECT DISTINCT device_id FROM commands WHERE status = 'pending' AND simulated = 0").toArray().map((r) => r.device_id);
+  }
+
   openCount(deviceId: string): number {
     return this.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM commands WHERE device_id = ? AND status IN ${OPEN_SQL}`, deviceId).one().n;
   }

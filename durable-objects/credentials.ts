@@ -40,6 +40,12 @@ export class DeviceCredentials {
     return record.state === "active" ? { result: "ok" } : { result: "inactive", state: record.state };
   }
 
+  /** The hash the device's key was last verified against, when `keyDigest` is that key (for a channel socket). */
+  verifiedHash(deviceId: string, keyDigest: string): string | undefined {
+    const record = this.records.get(deviceId);
+    return record?.bcryptHash && record.verifiedDigest && sameDigest(record.verifiedDigest, keyDigest) ? record.bcryptHash : undefined;
+  }
+
   invalidate(deviceId: string) {
     this.records.delete(deviceId);
   }
@@ -49,9 +55,14 @@ export class DeviceCredentials {
     return this.records.get(deviceId)?.intervalS;
   }
 
-  /** Reads the device's record now (after an operator changed it), for its configured interval. */
+  /**
+   * Reads the device's record now (after an operator changed it), for its configured interval. The
+   * verified key survives when the hash did not change (a lifecycle or settings change), so a device
+   * holding an open channel is not sent back to bcrypt by an unrelated edit.
+   */
   async refresh(deviceId: string, now: number): Promise<number | undefined> {
-    this.records.delete(deviceId);
+    const cached = this.records.get(deviceId);
+    if (cached) cached.fetchedAt = Number.NEGATIVE_INFINITY;
     return (await this.current(deviceId, now))?.intervalS;
   }
 

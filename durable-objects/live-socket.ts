@@ -23,6 +23,7 @@ import {
   type LiveControlMessage, type LiveEvent, type Revocation, type RevocationResult, type Subscriber,
 } from "../src/shared/hub-contract";
 import { iso, parseSince } from "../src/shared/time";
+import { DEVICE_SOCKET_TAG } from "../src/shared/device-channel";
 
 export { parseSince };
 
@@ -86,8 +87,9 @@ export function replayFrom(
 
 export const isOpen = (ws: WebSocket) => ws.readyState === WebSocket.OPEN;
 
+/** The open subscriber sockets (devices' channel sockets share the hub but are not subscribers). */
 export function openSockets(ctx: DurableObjectState): WebSocket[] {
-  return ctx.getWebSockets().filter(isOpen);
+  return ctx.getWebSockets().filter((ws) => isOpen(ws) && !ctx.getTags(ws).includes(DEVICE_SOCKET_TAG));
 }
 
 function attachmentOf(ws: WebSocket): SocketAttachment | undefined {

@@ -13,7 +13,7 @@ import { summariseSiteHealth } from "./site-health";
 import { LIVE_SCHEMA, LiveRing } from "./live";
 import { DeviceRateLimiter } from "./rate-limit";
 import { DeviceCredentials } from "./credentials";
-import { LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, migratePresence, offlineAfterMs, type Transition } from "./presence";
+import { DEFAULT_INTERVAL_S, LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, migratePresence, offlineAfterMs, type Transition } from "./presence";
 import { METRICS_SCHEMA, MetricsStore } from "./metrics";
 import { AGENTS_SCHEMA, Agents } from "./agent-store";
 import { AgentRuntime, PRUNE_EVERY_MS } from "./agent-runtime";
@@ -27,6 +27,9 @@ import { JOBS_SCHEMA, JobRunner } from "./jobs";
 import { ENROLMENT_QUOTA_SCHEMA, EnrolmentQuota } from "./enrolment-quota";
 import type { TimedPart } from "./timed-part";
 import type { RolloutDeviceReport } from "../src/shared/rollout-contract";
+import { sha256Hex } from "../src/shared/ids";
+import { DeviceChannels, isDeviceSocket, keyDigestOf, send, type ChannelHost } from "./device-channel";
+import { CHANNEL_CLOSE, DEVICE_CHANNEL_HEADER, DeviceChannelOpenSchema, NOT_ADMITTED_HEADER } from "../src/shared/device-channel";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -59,6 +62,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   protected readonly agentRuntime: AgentRuntime;
   protected readonly enrolments: EnrolmentQuota;
   private readonly sse = new SseChannel();
+  protected readonly deviceChannels: DeviceChannels;
   private readonly subscriptionLimits: SubscriptionLimits;
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
@@ -104,6 +108,7 @@ export class SiteHub extends DurableObject<HubBindings> {
       runOnAgent: (row, run, at) => this.agentRuntime.runCommandOnAgent(row, run, at),
     });
     this.jobs = new JobRunner(this.sql, { siteId, d1, now, emit, outbox: this.outbox, commands: this.commands });
+    this.deviceChannels = new DeviceChannels(ctx, now, siteId);
     // Subscribers' keep-alive `ping` is answered without waking the hub from hibernation.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
   }
@@ -159,6 +164,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.bind(siteId);
     const now = this.now();
     const interval = await this.credentials.refresh(deviceId, now);
+    await this.closeChannelsNoLongerAdmitted(deviceId, now);
     if (interval === undefined || !this.presence.get(deviceId)) return;
     this.presence.configure(deviceId, interval);
     await this.ensureAlarm(now);
@@ -228,6 +234,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   async forgetDevice(siteId: string, deviceId: string): Promise<void> {
     this.bind(siteId);
     this.presence.forget(deviceId);
+    this.deviceChannels.close(deviceId, CHANNEL_CLOSE.inactive);
     await this.agentRuntime.stopAgent(deviceId);
   }
 
@@ -256,13 +263,20 @@ export class SiteHub extends DurableObject<HubBindings> {
    * side (command index, command_queued audit) is written before this returns, so the command can be
    * read by id at once; a D1 failure leaves it in the outbox for the alarm to retry.
    */
-  async queueCommand(siteId: string, input: QueueInput): Promise<Outcome<{ command: CommandRecord; created: boolean }>> {
+  async queueCommand(siteId: string, input: QueueInput): Promise<Outcome<{ command: CommandRecord; created: boolean; delivered_on_channel: boolean }>> {
     this.bind(siteId);
     const now = this.now();
     const before = this.outbox.added;
     const outcome = this.commands.queue(input, now);
+    if (!outcome.ok) return outcome;
+    let { command } = outcome.value;
+    let deliveredOnChannel = false;
+    if (outcome.value.created && command.status === "pending") {
+      const sent = this.deliverOnChannel(command.device_id, now).find((c) => c.command_id === command.command_id);
+      if (sent) [command, deliveredOnChannel] = [sent, true];
+    }
     await this.afterCommandChange(now, before, true);
-    return outcome;
+    return ok({ command, created: outcome.value.created, delivered_on_channel: deliveredOnChannel });
   }
 
   /**
@@ -270,13 +284,21 @@ export class SiteHub extends DurableObject<HubBindings> {
    * refused (at its cap, say) does not hold back the others. D1 hears of them before this returns,
    * as for queueCommand.
    */
-  async queueCommandBatch(siteId: string, inputs: QueueInput[]): Promise<Outcome<{ command: CommandRecord; created: boolean }>[]> {
+  async queueCommandBatch(siteId: string, inputs: QueueInput[]): Promise<Outcome<{ command: CommandRecord; created: boolean; delivered_on_channel: boolean }>[]> {
     this.bind(siteId);
     const now = this.now();
     const before = this.outbox.added;
     const outcomes = inputs.map((input) => this.commands.queue(input, now));
+    // Devices on their channel get what was just queued at once, one delivery per device.
+    const sent = new Map<string, CommandRecord>();
+    const devices = new Set(outcomes.flatMap((o) => (o.ok && o.value.created ? [o.value.command.device_id] : [])));
+    for (const deviceId of devices) for (const command of this.deliverOnChannel(deviceId, now)) sent.set(command.command_id, command);
     await this.afterCommandChange(now, before, true);
-    return outcomes;
+    return outcomes.map((o) => {
+      if (!o.ok) return o;
+      const delivered = sent.get(o.value.command.command_id);
+      return ok({ command: delivered ?? o.value.command, created: o.value.created, delivered_on_channel: delivered !== undefined });
+    });
   }
 
   /** The commands with these ids that the hub still holds, brought up to now. */
@@ -486,6 +508,87 @@ export class SiteHub extends DurableObject<HubBindings> {
     return this.agentRuntime.agentSeries(device, request);
   }
 
+  // ---- the device channel (device-channel.ts) -----------------------------------------------
+
+  /**
+   * The Worker's hand-off of a device's upgrade (`/device-channel`). The key digest is admitted
+   * here, like every device call; a key not (yet) admitted gets the admission back, marked with
+   * NOT_ADMITTED_HEADER, so the Worker can run bcrypt or answer 401/403 before any socket exists.
+   */
+  private async openDeviceChannel(request: Request, siteId: string | null): Promise<Response> {
+    let device: { device_id: string; key_digest: string } | undefined;
+    try {
+      device = DeviceChannelOpenSchema.parse(JSON.parse(request.headers.get(DEVICE_CHANNEL_HEADER) ?? "null"));
+    } catch {
+      device = undefined;
+    }
+    if (!siteId || !device) return Response.json({ detail: "Device channels come through the Worker" }, { status: 400 });
+    this.bind(siteId);
+    const now = this.now();
+    const admission = await this.credentials.admit(device.device_id, device.key_digest, now);
+    if (admission.result !== "ok") return Response.json({ notAdmitted: admission }, { status: 401, headers: { [NOT_ADMITTED_HEADER]: "1" } });
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return Response.json({ detail: "Expected a WebSocket upgrade" }, { status: 426 });
+    const interval = this.presence.get(device.device_id)?.interval_s ?? this.credentials.configuredIntervalS(device.device_id) ?? DEFAULT_INTERVAL_S;
+    const hashFingerprint = await sha256Hex(this.credentials.verifiedHash(device.device_id, device.key_digest) ?? "");
+    const { response } = this.deviceChannels.accept(device.device_id, device.key_digest, hashFingerprint, { next_heartbeat_s: interval });
+    // What was queued while the device was away goes out now, leased as a poll would lease it.
+    const before = this.outbox.added;
+    this.deliverOnChannel(device.device_id, now);
+    await this.afterCommandChange(now, before, false);
+    return response;
+  }
+
+  /**
+   * Sends the device's pending commands on its channel socket, each leased exactly as a poll leases
+   * it (so a socket that drops before the ack loses nothing: the lease lapses and the command is
+   * delivered again). Answers what was sent; nothing when the device has no open socket.
+   */
+  protected deliverOnChannel(deviceId: string, now: number): CommandRecord[] {
+    const [socket] = this.deviceChannels.socketsOf(deviceId);
+    if (!socket) return [];
+    const commands = this.commands.poll(deviceId, now);
+    return commands.filter((command) => send(socket, { type: command.command_type === "notify" ? "push" : "command", command }));
+  }
+
+  /** After a key, lifecycle or deletion change: sockets whose key no longer opens the device are closed. */
+  private async closeChannelsNoLongerAdmitted(deviceId: string, now: number) {
+    for (const socket of this.deviceChannels.socketsOf(deviceId)) {
+      const admission = await this.credentials.admit(deviceId, keyDigestOf(socket) ?? "", now);
+      if (admission.result === "ok") continue;
+      this.deviceChannels.close(deviceId, admission.result === "inactive" ? CHANNEL_CLOSE.inactive : CHANNEL_CLOSE.credentials);
+      return;
+    }
+  }
+
+  /** A lease that lapsed while the device is on its channel: the command goes out again at once. */
+  private redeliverOnChannels(now: number) {
+    const connected = new Set(this.deviceChannels.connectedDevices());
+    if (!connected.size) return;
+    for (const deviceId of this.commands.devicesWithPending()) if (connected.has(deviceId)) this.deliverOnChannel(deviceId, now);
+  }
+
+  /** A channel message does what the matching HTTP call does, through the same methods. */
+  private readonly channelHost: ChannelHost = {
+    siteId: () => this.siteId,
+    now: () => this.now(),
+    readmit: async (deviceId, keyDigest, hashFingerprint) => {
+      const now = this.now();
+      const admission = await this.credentials.admit(deviceId, keyDigest, now);
+      if (admission.result !== "verify" || (await sha256Hex(admission.bcryptHash)) !== hashFingerprint) return admission;
+      return this.credentials.confirm(deviceId, keyDigest, admission.bcryptHash, now);
+    },
+    heartbeat: (keyDigest, sighting) => this.heartbeat(this.siteId, keyDigest, sighting),
+    telemetry: (keyDigest, deviceId, samples) => this.telemetry(this.siteId, keyDigest, deviceId, samples),
+    ack: (deviceId, commandId) => this.ackCommand(this.siteId, deviceId, commandId),
+    report: (deviceId, commandId, report) => this.reportCommand(this.siteId, deviceId, commandId, report),
+  };
+
+  /** Devices with an open channel socket here (for tests, the bench and operators). */
+  async channelDevices(siteId: string): Promise<string[]> {
+    this.bind(siteId);
+    return this.deviceChannels.connectedDevices();
+  }
+
   // ---- the live channel (live.ts ring, live-socket.ts subscribers) ----------------------------
 
   /** Appends an event to the site's live stream and delivers it to current subscribers. */
@@ -508,7 +611,7 @@ export class SiteHub extends DurableObject<HubBindings> {
 
   protected broadcast(event: LiveEvent) {
     const message = JSON.stringify(event);
-    for (const socket of this.ctx.getWebSockets()) {
+    for (const socket of openSockets(this.ctx)) {
       try {
         socket.send(message);
       } catch {
@@ -526,11 +629,13 @@ export class SiteHub extends DurableObject<HubBindings> {
   /**
    * Only for subscriptions, forwarded by the Worker after it has authenticated the user and checked
    * their role on the site: `/ws` (WebSocket upgrade) and `/events` (server-sent events), with
-   * `site_id`, optional `since` and the subscriber in the subscriber header.
+   * `site_id`, optional `since` and the subscriber in the subscriber header. Also `/device-channel`:
+   * a device's channel upgrade, which the hub admits itself (openDeviceChannel).
    */
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     const siteId = url.searchParams.get("site_id");
+    if (url.pathname === "/device-channel") return this.openDeviceChannel(request, siteId);
     let subscriber: Omit<Subscriber, "channel"> | undefined;
     try {
       subscriber = SubscriberSchema.omit({ channel: true }).parse(JSON.parse(request.headers.get(SUBSCRIBER_HEADER) ?? "null"));
@@ -560,6 +665,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   }
 
   async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer) {
+    if (isDeviceSocket(this.ctx, ws)) return this.deviceChannels.handle(ws, message, this.channelHost);
     handleClientMessage(ws, message, (since) => replayFrom(since, this.live, this.siteId), this.siteId, this.now());
   }
 
@@ -650,6 +756,8 @@ export class SiteHub extends DurableObject<HubBindings> {
       // Jobs before commands: a job past its deadline times out before its commands' own TTL could fail it.
       { nextWake: () => this.jobs.nextWake(), onAlarm: (now) => this.jobs.onAlarm(now) },
       { nextWake: () => this.commands.nextWake(), onAlarm: (now) => this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now)) },
+      // Commands whose lease just lapsed go straight back out to devices on their channel.
+      { nextWake: () => undefined, onAlarm: async (now) => { this.redeliverOnChannels(now); } },
       // Last: whatever the parts above wrote for D1 goes out in one batch.
       { nextWake: (now) => this.outbox.nextWake(now), onAlarm: async () => { await this.outbox.flushQuietly(); } },
     ];

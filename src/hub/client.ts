@@ -4,10 +4,11 @@
  * the contract fails loudly at the boundary instead of leaking an unchecked shape into a response.
  * Refusals (`Outcome` errors) become the API's errors in one place: `unwrap`.
  */
-import type { z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import type { Env } from "../env";
 import { ApiError } from "../lib/errors";
 import * as contract from "../shared/hub-contract";
+import { DEVICE_CHANNEL_HEADER, NOT_ADMITTED_HEADER } from "../shared/device-channel";
 import type {
   AgentDevice, CommandReport, JobSpec, Outcome, PushInput, QueueInput, Revocation, Sample, SeriesRequest, Sighting, Subscriber,
 } from "../shared/hub-contract";
@@ -157,6 +158,28 @@ export class SiteHubClient {
 
   async agentSeries(device: AgentDevice, request: SeriesRequest) {
     return parse(contract.SeriesReplySchema, await this.stub.agentSeries(this.siteId, device, request));
+  }
+
+  // ---- device channel ---------------------------------------------------------------------------
+
+  /**
+   * Hands a device's WebSocket upgrade to the hub, which admits the key digest first: the answer is
+   * the hub's 101 (or another refusal of the upgrade itself), or, when the key is not admitted yet,
+   * the admission to act on (bcrypt, 401, 403) as for any device call.
+   */
+  async openDeviceChannel(deviceId: string, keyDigest: string, upgrade: string | undefined): Promise<Response | contract.NotAdmitted> {
+    const url = new URL("https://site-hub.internal/device-channel");
+    url.searchParams.set("site_id", this.siteId);
+    const headers = new Headers({ [DEVICE_CHANNEL_HEADER]: JSON.stringify({ device_id: deviceId, key_digest: keyDigest }) });
+    if (upgrade) headers.set("Upgrade", upgrade);
+    const response = await this.stub.fetch(new Request(url, { headers }));
+    if (response.headers.get(NOT_ADMITTED_HEADER)) return contract.NotAdmittedSchema.parse(await response.json());
+    return response;
+  }
+
+  /** Devices with an open channel socket on this site. */
+  async channelDevices() {
+    return parse(z.array(z.string()), await this.stub.channelDevices(this.siteId));
   }
 
   // ---- live channel -----------------------------------------------------------------------------

@@ -109,7 +109,8 @@ const tooManyTargets = () =>
  * once. When the reply says a live device channel took the command, this is the one place to say
  * so: `delivered` on `device_channel`.
  */
-function initialDelivery(queued: { command: CommandRecord; created: boolean }, simulated: boolean): Pick<TargetResult, "status" | "channel"> {
+function initialDelivery(queued: { command: CommandRecord; created: boolean; delivered_on_channel: boolean }, simulated: boolean): Pick<TargetResult, "status" | "channel"> {
+  if (queued.delivered_on_channel) return { status: "delivered", channel: "device_channel" };
   const channel: TargetChannel = simulated ? "simulated_agent" : "command_poll";
   return { status: statusOfCommand(queued.command).status, channel };
 }

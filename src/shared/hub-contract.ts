@@ -183,7 +183,12 @@ export const QueueInputSchema = z.object({
 });
 export type QueueInput = z.infer<typeof QueueInputSchema>;
 
-export const QueuedCommandSchema = z.object({ command: CommandRecordSchema, created: z.boolean() });
+export const QueuedCommandSchema = z.object({
+  command: CommandRecordSchema,
+  created: z.boolean(),
+  /** The device had its channel open and the command went out on it at once (leased as by a poll). */
+  delivered_on_channel: z.boolean(),
+});
 
 export const CommandReportSchema = z.object({
   status: z.enum(["completed", "failed"]),

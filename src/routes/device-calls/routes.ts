@@ -1,4 +1,4 @@
-import type { z } from "@hono/zod-openapi";
+import { z } from "@hono/zod-openapi";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { tooManyRequests } from "../../lib/errors";
 import { normaliseTimestamp } from "../../shared/time";
@@ -11,6 +11,10 @@ import { deviceAuthTiming } from "../../middleware/auth";
 import * as s from "./schema";
 import type { MountOptions } from "../mount";
 import { currentDate } from "../../lib/clock";
+import { deviceChannelState, openDeviceChannel } from "../../services/device-channel";
+import {
+  CHANNEL_BAD_MESSAGE_BURST, CHANNEL_CLOSE, CHANNEL_MAX_MESSAGE_BYTES, DeviceChannelMessageSchema, HubChannelMessageSchema,
+} from "../../shared/device-channel";
 
 const TAGS = ["Device calls"];
 
@@ -26,6 +30,13 @@ const telemetryRoute = (path: string, deprecated: true | undefined, summary: str
   });
 
 type TelemetryInput = z.infer<typeof s.TelemetryBody>;
+
+const CHANNEL_DESCRIPTION = [
+  "One WebSocket per device to its site's hub, instead of separate heartbeat, telemetry and command calls. Admitted exactly like every device call (X-Device-ID and X-API-Key; bcrypt only for a key the hub has not seen pass, throttled): 401 for unknown credentials, 403 for a suspended or retired device and 429 while throttled, all before the upgrade.",
+  "The hub greets with `hello` (`next_heartbeat_s`). The device sends `heartbeat`, `telemetry` (`samples`: 1–100), `ack` and `result` (`command_id`) and `ping`; each has the same effect and the same per-device rate limit as its HTTP call, and is answered with `heartbeat.ok`, `telemetry.ok`, `ack.ok`, `result.ok` or `pong` (carrying the message's `id` as `ref`). Commands queued for the device arrive at once as `command` (a `notify` command as `push`), leased for 60 s exactly as a poll leases them: without an ack before then the command is delivered again, on the channel or on the next poll. A device may switch between the channel and polling at any time.",
+  `A message the hub cannot read gets an \`error\` message (\`code: "bad_message"\`) and the socket stays open; after ${CHANNEL_BAD_MESSAGE_BURST} in a burst it is closed with ${CHANNEL_CLOSE.abuse.code} "${CHANNEL_CLOSE.abuse.reason}". Messages are at most ${CHANNEL_MAX_MESSAGE_BYTES / 1024} KB. The bare text \`ping\` is answered with \`pong\` without waking the hub. The hub closes the channel with ${CHANNEL_CLOSE.credentials.code} when the key is rotated or the device deleted, ${CHANNEL_CLOSE.inactive.code} when it is suspended or retired, and ${CHANNEL_CLOSE.replaced.code} when the device opens another channel.`,
+  "Without an `Upgrade: websocket` header the answer is 200: whether the device has a channel open.",
+].join("\n\n");
 
 /** Device-side calls, authenticated by X-Device-ID + X-API-Key. */
 export function deviceCallRoutes(mount: MountOptions) {
@@ -82,6 +93,28 @@ export function deviceCallRoutes(mount: MountOptions) {
       ensureOwnDevice(device.deviceId, device_id);
       const updatedAt = await recordDeviceDna(c.var.db, device.deviceId, dna);
       return c.json({ status: "ok" as const, device_id: device.deviceId, updated_at: updatedAt }, 200);
+    },
+  );
+
+  // ---- the device channel (docs/device-channel.md) ----
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/channel", auth: "device-in-hub", deprecated, tags: TAGS,
+      summary: "Device channel (WebSocket)",
+      description: CHANNEL_DESCRIPTION,
+      responses: {
+        101: {
+          description: "Switching Protocols: the device's channel. Each message the hub sends is one `HubChannelMessage` as JSON text; the device sends `DeviceChannelMessage`s (the schemas describe messages, not HTTP bodies, hence the media type).",
+          content: { "application/x-websocket-message": { schema: z.union([HubChannelMessageSchema, DeviceChannelMessageSchema]) } },
+        },
+        200: jsonResponse(s.ChannelState, "No upgrade requested: whether the device has a channel open"),
+      },
+    }),
+    async (c) => {
+      const credential = c.var.deviceCredential!;
+      const upgrade = c.req.header("Upgrade");
+      if (upgrade?.toLowerCase() !== "websocket") return c.json(await deviceChannelState(c.env, credential), 200);
+      return openDeviceChannel(c.env, credential, upgrade);
     },
   );
 

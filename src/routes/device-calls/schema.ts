@@ -113,3 +113,11 @@ export const DnaBody = z
   .openapi("DeviceDna");
 
 export const DnaResponse = z.object({ status: z.literal("ok"), device_id: z.string(), updated_at: z.string() }).openapi("DnaResponse");
+
+export const ChannelState = z
+  .object({
+    device_id: z.string(),
+    site_id: z.string(),
+    connected: z.boolean().openapi({ description: "The device has a channel socket open to its hub now" }),
+  })
+  .openapi("DeviceChannelState");
