@@ -20,6 +20,7 @@ import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
+import { aiAssistantRoutes, aiV1Routes, legacyPredictRoutes } from "./ai/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -77,6 +78,11 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/jobs", router: jobRoutes, aliases: ["/jobs"] },
 
   { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
+
+  // The AI assistant: its own /api/ai paths, the versioned ones, and the replaced service's /predict
+  { prefix: "/api/ai", router: aiAssistantRoutes() },
+  { prefix: "/api/v1/ai", router: aiV1Routes() },
+  { prefix: "/", router: legacyPredictRoutes() },
 ];
 
 /**
