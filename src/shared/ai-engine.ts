@@ -170,6 +170,8 @@ export const MIN_TREND_POINTS = 6;
 const MAX_TREND_POINTS = 120;
 /** The risk at and above which a device is called at risk ("high" or "critical"). */
 export const RISK_ALERT_THRESHOLD = 0.6;
+/** The recent part of the window whose climb counts once a resource is past its warning level. */
+export const RECENT_TREND_MS = 2 * 3_600_000;
 /** Recent error rate is the median over this much of the end of the window. */
 export const RECENT_MS = 15 * 60_000;
 
@@ -200,6 +202,8 @@ export type TrendFactor = {
   threshold: number;
   /** Change per hour (robust regression slope). */
   slope_per_hour: number;
+  /** The hours of history the slope was fitted over: the window, or its recent part (see trendOf). */
+  fit_hours: number;
   /** Hours until the trend reaches the threshold; 0 when it is there; null when not rising. */
   hours_to_threshold: number | null;
   risk: number;
@@ -239,20 +243,33 @@ function etaText(hours: number): string {
 export function trendOf(metric: TrendMetric, points: readonly MetricPoint[]): TrendFactor | null {
   const series = points.filter((p) => finite(p[metric])).map((p) => ({ t: p.t, v: p[metric] as number }));
   if (series.length < MIN_TREND_POINTS) return null;
-  const fit = theilSen(series);
-  if (!fit) return null;
+  const windowFit = theilSen(series);
+  if (!windowFit) return null;
   const threshold = FAILURE_THRESHOLDS[metric];
-  const fitted = fit.intercept + fit.slope * series[series.length - 1].t;
+  const lastT = series[series.length - 1].t;
+  const fitted = windowFit.intercept + windowFit.slope * lastT;
   // The level is the fitted one, unless the latest samples are all higher: a jump is real, not noise.
-  const recent = series.slice(-3).map((p) => p.v);
-  const current = Math.max(fitted, Math.min(...recent));
+  const latest = series.slice(-3).map((p) => p.v);
+  const current = Math.max(fitted, Math.min(...latest));
+  // Past its warning level, a resource's recent climb counts if it is steeper than the window's:
+  // a leak or a runaway shows there first. Below it, daily load swings would raise false alarms.
+  let fit = windowFit;
+  let fitHours = (lastT - series[0].t) / 3_600_000;
+  if (current >= WARNING_LEVELS[metric]) {
+    const recentSeries = series.filter((p) => p.t >= lastT - RECENT_TREND_MS);
+    const recentFit = recentSeries.length >= MIN_TREND_POINTS ? theilSen(recentSeries) : null;
+    if (recentFit && recentFit.slope > windowFit.slope) {
+      fit = recentFit;
+      fitHours = (lastT - recentSeries[0].t) / 3_600_000;
+    }
+  }
   const slopePerHour = fit.slope * 3_600_000;
   const hours = current >= threshold ? 0 : slopePerHour > 0 ? (threshold - current) / slopePerHour : null;
   const urgency = hours === null ? 0 : Math.exp(-hours / URGENCY_SCALE_H);
   const warning = WARNING_LEVELS[metric];
   const level = clamp01((current - warning) / (threshold - warning)) * 0.7;
   return {
-    metric, current: round(current, 2), threshold, slope_per_hour: round(slopePerHour, 4),
+    metric, current: round(current, 2), threshold, slope_per_hour: round(slopePerHour, 4), fit_hours: round(fitHours, 2),
     hours_to_threshold: hours === null ? null : round(hours, 2), risk: round(Math.max(urgency, level), 3),
   };
 }
@@ -295,8 +312,8 @@ export function assessRisk(points: readonly MetricPoint[], events: RiskEvents, w
   const recentErrors = sorted.filter((p) => p.t >= last - RECENT_MS).map((p) => p.error_rate).filter(finite);
   if (recentErrors.length) {
     const errorRate = median(recentErrors);
-    // 1 % of calls failing is already worth a look; 10 % is a failing device.
-    const risk = round(clamp01((errorRate - 0.01) / 0.09), 3);
+    // Healthy terminals fail well under 0.5 % of operations; 5 % is a failing device.
+    const risk = round(clamp01((errorRate - 0.005) / 0.045), 3);
     if (risk > 0) {
       factors.push({ name: "error_rate", value: round(errorRate, 4), risk, detail: `Recent error rate ${round(errorRate * 100, 2)} % (median of the last ${RECENT_MS / 60_000} minutes)` });
       if (risk >= 0.3) recommendations.push(`Error rate at ${round(errorRate * 100, 1)} %: check the payment gateway, the network and the POS application's log now.`);
@@ -308,7 +325,7 @@ export function assessRisk(points: readonly MetricPoint[], events: RiskEvents, w
     if (events.restarts >= 2) recommendations.push(`${events.restarts} restarts in ${window.hours} hours: look for a crash loop in the device's log.`);
   }
   if (events.offline_transitions > 0) {
-    const risk = round(Math.min(0.7, 0.25 * events.offline_transitions), 3);
+    const risk = round(Math.min(0.8, 0.35 * events.offline_transitions), 3);
     factors.push({ name: "offline_transitions", value: events.offline_transitions, risk, detail: `${events.offline_transitions} time(s) offline in the window` });
     if (events.offline_transitions >= 2) recommendations.push(`Went offline ${events.offline_transitions} times: check its power and network connection.`);
   }

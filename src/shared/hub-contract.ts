@@ -527,7 +527,7 @@ export const RiskAssessmentSchema = z
     risk_level: z.enum(["low", "medium", "high", "critical", "unknown"]),
     factors: z.array(z.object({ name: z.string(), value: z.number(), risk: z.number(), detail: z.string() })),
     trends: z.array(z.object({
-      metric: z.enum(TREND_METRIC_NAMES), current: z.number(), threshold: z.number(), slope_per_hour: z.number(),
+      metric: z.enum(TREND_METRIC_NAMES), current: z.number(), threshold: z.number(), slope_per_hour: z.number(), fit_hours: z.number(),
       hours_to_threshold: z.number().nullable(), risk: z.number(),
     })),
     time_to_threshold: z.object({ metric: z.enum(TREND_METRIC_NAMES), hours: z.number(), at: z.string() }).nullable(),
