@@ -171,7 +171,7 @@ const MAX_TREND_POINTS = 120;
 /** The risk at and above which a device is called at risk ("high" or "critical"). */
 export const RISK_ALERT_THRESHOLD = 0.6;
 /** The recent part of the window whose climb counts once a resource is past its warning level. */
-export const RECENT_TREND_MS = 2 * 3_600_000;
+export const RECENT_TREND_MS = 3_600_000;
 /** Recent error rate is the median over this much of the end of the window. */
 export const RECENT_MS = 15 * 60_000;
 
@@ -248,20 +248,19 @@ export function trendOf(metric: TrendMetric, points: readonly MetricPoint[]): Tr
   const threshold = FAILURE_THRESHOLDS[metric];
   const lastT = series[series.length - 1].t;
   const fitted = windowFit.intercept + windowFit.slope * lastT;
-  // The level is the fitted one, unless the latest samples are all higher: a jump is real, not noise.
+  const recentSeries = series.filter((p) => p.t >= lastT - RECENT_TREND_MS);
+  const recentFit = recentSeries.length >= MIN_TREND_POINTS ? theilSen(recentSeries) : null;
+  // The level is the higher of the window's and the recent fit at the last sample, or the latest
+  // samples when all of them are higher still: a jump is real, not noise.
   const latest = series.slice(-3).map((p) => p.v);
-  const current = Math.max(fitted, Math.min(...latest));
+  const current = Math.max(fitted, recentFit ? recentFit.intercept + recentFit.slope * lastT : fitted, Math.min(...latest));
   // Past its warning level, a resource's recent climb counts if it is steeper than the window's:
   // a leak or a runaway shows there first. Below it, daily load swings would raise false alarms.
   let fit = windowFit;
   let fitHours = (lastT - series[0].t) / 3_600_000;
-  if (current >= WARNING_LEVELS[metric]) {
-    const recentSeries = series.filter((p) => p.t >= lastT - RECENT_TREND_MS);
-    const recentFit = recentSeries.length >= MIN_TREND_POINTS ? theilSen(recentSeries) : null;
-    if (recentFit && recentFit.slope > windowFit.slope) {
-      fit = recentFit;
-      fitHours = (lastT - recentSeries[0].t) / 3_600_000;
-    }
+  if (current >= WARNING_LEVELS[metric] && recentFit && recentFit.slope > windowFit.slope) {
+    fit = recentFit;
+    fitHours = (lastT - recentSeries[0].t) / 3_600_000;
   }
   const slopePerHour = fit.slope * 3_600_000;
   const hours = current >= threshold ? 0 : slopePerHour > 0 ? (threshold - current) / slopePerHour : null;
