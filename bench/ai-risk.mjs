@@ -14,7 +14,9 @@
 //              database's I/O errors, a memory leak before the POS app's watchdog timeout, a runaway
 //              process before CPU saturation, declines creeping up before the payment gateway drops,
 //              and the uplink flapping (offline transitions) before the network is lost.
-//   healthy  — no failure (seeds whose model has no incident in the 30 h).
+//   healthy  — no failure (seeds whose model has no incident in the 30 h); four in five carry one
+//              harmless event (BENIGN: an update download, a short error burst, a power blip, a
+//              backup's CPU burst), which must not raise an alarm.
 //   sudden   — the model's own incidents, which start without warning: reported apart, because no
 //              trend can foresee them (recall there measures what is possible, not the engine).
 // Precision = failing traces alarmed before F / all traces alarmed (failing before F + healthy);
@@ -64,6 +66,18 @@ const PRECURSORS = {
   network: { min: 30 * MIN, max: 90 * MIN, apply: (s, p) => { s.latency *= 1 + 3 * p; } },
 };
 
+/**
+ * Harmless events a healthy fleet shows, given to four in five healthy traces at a seeded time in
+ * hours 25–29: an alarm on one of them is a false alarm.
+ */
+const BENIGN = {
+  update_download: { ms: 0, apply: (s, since) => { s.disk += Math.min(6, since / MIN); } },
+  error_burst: { ms: 5 * MIN, apply: (s) => { s.error_rate = Math.max(s.error_rate, 0.02); } },
+  power_blip: { ms: 3 * MIN, offline: true },
+  backup_cpu: { ms: 10 * MIN, apply: (s) => { s.cpu = Math.max(s.cpu, 92); } },
+};
+const BENIGN_KINDS = [null, ...Object.keys(BENIGN)];
+
 const agentOf = (deviceId, seed, bootMs) => ({
   device_id: deviceId, device_type: "pos_terminal", seed, boot_ms: bootMs, created_ms: bootMs - 200 * 24 * HOUR,
   config_version: "cfg-1", state: "ready", fault: null,
@@ -73,7 +87,7 @@ const agentOf = (deviceId, seed, bootMs) => ({
  * One trace: the stored samples (the hub's rule) and the offline transitions, with an optional
  * injected failure at `failAt` preceded by its precursor from `precursorFrom`.
  */
-function trace(seed, deviceId, failure) {
+function trace(seed, deviceId, failure, benign = null) {
   const bootMs = START - Math.floor(m.rand(seed, 900) * 5 * 24 * HOUR);
   const agent = agentOf(deviceId, seed, bootMs);
   const stored = [];
@@ -87,6 +101,8 @@ function trace(seed, deviceId, failure) {
       return { from: at, to: at + (2 + 2 * m.rand(seed, 911, i)) * MIN };
     })
     : [];
+  const benignAt = START + 25 * HOUR + Math.floor(m.rand(seed, 930) * 4 * HOUR);
+  if (benign && BENIGN[benign].offline) flaps.push({ from: benignAt, to: benignAt + BENIGN[benign].ms });
   for (const f of flaps) offlineAt.push(f.from);
   for (let t = START; t <= START + TRACE_MS; t += TELEMETRY_MS) {
     if (flaps.some((f) => t >= f.from && t < f.to)) continue;
@@ -95,6 +111,8 @@ function trace(seed, deviceId, failure) {
       cpu: h.cpu_usage_percent, memory: h.memory_usage_percent, disk: h.disk_usage_percent,
       temperature: h.temperature_celsius, latency: h.network_latency_ms, error_rate: h.error_rate,
     };
+    const effect = benign && BENIGN[benign].apply;
+    if (effect && t >= benignAt && (BENIGN[benign].ms === 0 || t < benignAt + BENIGN[benign].ms)) effect(sample, t - benignAt);
     if (failure && t >= failure.precursorFrom) {
       const base = failure.base ??= { ...sample };
       const p = Math.min(1, (t - failure.precursorFrom) / (failure.at - failure.precursorFrom));
@@ -177,12 +195,15 @@ for (const kind of KINDS) {
 let fp = 0;
 const healthyCount = PER_KIND * KINDS.length;
 const falseAlarms = {};
+const falseAlarmsByEvent = {};
 for (let i = 0; i < healthyCount; i++) {
   const seed = nextQuietSeed();
-  const alarm = firstAlarm(trace(seed, `OK-${i}`), START + TRACE_MS);
+  const benign = BENIGN_KINDS[i % BENIGN_KINDS.length];
+  const alarm = firstAlarm(trace(seed, `OK-${i}`, undefined, benign), START + TRACE_MS);
   if (alarm) {
     fp++;
     falseAlarms[alarm.top] = (falseAlarms[alarm.top] ?? 0) + 1;
+    falseAlarmsByEvent[benign ?? "none"] = (falseAlarmsByEvent[benign ?? "none"] ?? 0) + 1;
   }
 }
 
@@ -208,6 +229,7 @@ const result = {
   median_lead_min: round(median(leads), 1),
   alarms_before_precursor: earlyPositiveAlarms,
   false_alarms_by_top_factor: falseAlarms,
+  false_alarms_by_benign_event: falseAlarmsByEvent,
   per_kind: Object.fromEntries(Object.entries(perKind).map(([k, r]) => [k, { traces: r.traces, recall: round(r.detected / r.traces), median_lead_min: round(median(r.leads_min), 1) }])),
   sudden_incidents: { traces: suddenTraces, alarmed_before_onset: suddenDetected },
   seconds: round((Date.now() - started) / 1000, 1),
@@ -217,6 +239,6 @@ console.log(`AI failure risk at threshold ${result.threshold}: ${result.failing_
 console.log(`  precision ${result.precision}  recall ${result.recall}  median lead ${result.median_lead_min} min  (TP ${tp}, FN ${fn}, FP ${fp})`);
 for (const [kind, r] of Object.entries(result.per_kind)) console.log(`  ${kind.padEnd(16)} recall ${r.recall}  median lead ${r.median_lead_min} min`);
 console.log(`  sudden incidents (no precursor): ${suddenDetected} of ${suddenTraces} alarmed before onset`);
-if (fp) console.log(`  false alarms by top factor: ${JSON.stringify(falseAlarms)}`);
+if (fp) console.log(`  false alarms by top factor: ${JSON.stringify(falseAlarms)}, by harmless event: ${JSON.stringify(falseAlarmsByEvent)}`);
 console.log(`  (${result.seconds} s)`);
 writeResults("ai_risk", result);

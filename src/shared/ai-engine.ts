@@ -172,6 +172,8 @@ const MAX_TREND_POINTS = 120;
 export const RISK_ALERT_THRESHOLD = 0.6;
 /** The recent part of the window whose climb counts once a resource is past its warning level. */
 export const RECENT_TREND_MS = 3_600_000;
+/** The end of the window that must still be climbing for the recent slope to count. */
+const CONFIRM_MS = 15 * 60_000;
 /** Recent error rate is the median over this much of the end of the window. */
 export const RECENT_MS = 15 * 60_000;
 
@@ -239,6 +241,18 @@ function etaText(hours: number): string {
   return `within ~${Math.round(hours / 24)} days`;
 }
 
+/**
+ * Whether the samples past the warning level in the last few minutes keep climbing at half the
+ * recent slope or more: a jump to a plateau (a backup's burst of CPU) is not a climb towards the
+ * threshold.
+ */
+function stillClimbing(series: readonly { t: number; v: number }[], lastT: number, recentSlope: number, warning: number): boolean {
+  const tail = series.filter((p) => p.t >= lastT - CONFIRM_MS && p.v >= warning);
+  if (tail.length < 2) return false;
+  const fit = theilSen(tail);
+  return fit !== null && fit.slope >= recentSlope / 2;
+}
+
 /** One resource's trend: its robust level now, its slope, when it would cross its threshold, and the risk that means. */
 export function trendOf(metric: TrendMetric, points: readonly MetricPoint[]): TrendFactor | null {
   const series = points.filter((p) => finite(p[metric])).map((p) => ({ t: p.t, v: p[metric] as number }));
@@ -258,7 +272,7 @@ export function trendOf(metric: TrendMetric, points: readonly MetricPoint[]): Tr
   // a leak or a runaway shows there first. Below it, daily load swings would raise false alarms.
   let fit = windowFit;
   let fitHours = (lastT - series[0].t) / 3_600_000;
-  if (current >= WARNING_LEVELS[metric] && recentFit && recentFit.slope > windowFit.slope) {
+  if (current >= WARNING_LEVELS[metric] && recentFit && recentFit.slope > windowFit.slope && stillClimbing(series, lastT, recentFit.slope, WARNING_LEVELS[metric])) {
     fit = recentFit;
     fitHours = (lastT - recentSeries[0].t) / 3_600_000;
   }

@@ -146,6 +146,19 @@ describe("failure risk", () => {
     expect(calmRisk.risk_score!).toBeLessThan(0.3);
   });
 
+  it("does not read a jump to a plateau (a backup's CPU burst) as a climb towards the threshold", () => {
+    const calm = steadyTrace(12 * 24);
+    const end = calm.length - 1;
+    // CPU drifting up through the last hour (the morning's first customers), then pinned at 92 %.
+    const burst = calm.map((p, i) => (i > end - 12 ? { ...p, cpu: i >= end - 2 ? 92 : 25 + (12 - (end - i)) * 0.6 } : p));
+    const r = assessRisk(burst, { restarts: 0, offline_transitions: 0 }, 24 * HOUR);
+    const cpu = r.trends.find((t) => t.metric === "cpu")!;
+    expect(cpu.current).toBe(92);
+    expect(cpu.fit_hours).toBeGreaterThan(20);
+    expect(r.risk_score!).toBeLessThan(0.6);
+    expect(r.risk_level).toBe("medium");
+  });
+
   it("reports insufficient data instead of a score", () => {
     const r = assessRisk(steadyTrace(MIN_TREND_POINTS - 2), { restarts: 0, offline_transitions: 0 }, 24 * HOUR);
     expect(r).toMatchObject({ risk_score: null, risk_level: "unknown", samples_needed: 2, data_points: MIN_TREND_POINTS - 2 });
