@@ -4,9 +4,10 @@ import * as schema from "../../src/db/schema";
 import { call, db, grantSiteRole, login, signup, unique } from "./helpers";
 import { registerDevice, siteWithOperator, telemetry } from "./device-helpers";
 import { installClock, installWorkerClock, type ManualClock } from "./clock";
+import { runAlarm } from "./agents-helpers";
 
 const HOUR = 3_600_000;
-type Sample = { cpu_usage: number; memory_usage: number; disk_usage: number; network_latency_ms?: number; error_rate?: number; temperature?: number };
+type Sample = { cpu_usage: number; memory_usage: number; disk_usage: number; network_latency_ms?: number; error_rate?: number; temperature?: number; boot_id?: string };
 
 /** Sends each sample `stepMs` after the previous one (hub time), so every one is stored as history. */
 async function feed(clock: ManualClock, device: { device_id: string; api_key: string }, samples: Sample[], stepMs = 5 * 60_000) {
@@ -130,6 +131,23 @@ describe("failure prediction", () => {
     expect(legacy.headers.get("Link")).toBe(`</api/v1/ai/predict/${device.device_id}>; rel="successor-version"`);
   });
 
+  it("counts the restarts and offline transitions the hub recorded", async () => {
+    const { owner, siteId, device, clock } = await deviceWithHistory(steady(8).map((x) => ({ ...x, boot_id: "boot-1" })));
+    for (const boot of ["boot-2", "boot-3"]) {
+      // Silent past the offline limit (3 missed 10 s heartbeats): the hub's alarm marks it offline.
+      clock.advance(60_000);
+      await runAlarm(siteId);
+      await feed(clock, device, [{ ...steady(1)[0], boot_id: boot }], 1_000);
+    }
+    const res = await call(`/api/v1/ai/predict/${device.device_id}`, { token: owner.token });
+    expect(res.status, res.text).toBe(200);
+    const factor = (name: string) => res.json.factors.find((f: { name: string }) => f.name === name);
+    expect(factor("offline_transitions")).toMatchObject({ value: 2, risk: 0.7 });
+    expect(factor("restarts")).toMatchObject({ value: 2, risk: 0.4 });
+    expect(res.json.risk_score).toBeCloseTo(1 - 0.3 * 0.6, 3);
+    expect(res.json.recommendations).toEqual(expect.arrayContaining([expect.stringMatching(/^Went offline 2 times/), expect.stringMatching(/^2 restarts in 24 hours/)]));
+  });
+
   it("reports insufficient data, and hides the device from an outsider", async () => {
     const { owner, device } = await deviceWithHistory(steady(2));
     const res = await call(`/api/v1/ai/predict/${device.device_id}`, { token: owner.token });
@@ -193,6 +211,8 @@ describe("questions", () => {
     expect(JSON.stringify({ ...res.json, context: { ...res.json.context, blocks: [] } })).not.toContain(device.device_id);
     const named = await call("/api/ai/query", { method: "POST", token: outsider.token, body: { query: "status", device_id: device.device_id } });
     expect(named.status).toBe(404);
+    const site = await call("/api/ai/query", { method: "POST", token: outsider.token, body: { query: "any anomalies?", site_id: device.site_id } });
+    expect(site.status).toBe(404);
   });
 
   it("keeps the last 5 exchanges for a day, and forgets them on request", async () => {
