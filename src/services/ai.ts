@@ -52,6 +52,17 @@ async function sitesWithDevices(db: Db, user: AuthUser, limit?: number): Promise
   return limit === undefined ? ids : ids.slice(0, limit);
 }
 
+/**
+ * A device named in a body, checked as the access layer checks one named in a path: unknown, or on
+ * a site the caller has no role on → the same 404.
+ */
+export async function viewableDevice(db: Db, user: AuthUser, deviceId: string, request?: Request): Promise<DeviceRow> {
+  const device = await db.select().from(devices).where(eq(devices.deviceId, deviceId)).get();
+  if (!device) throw deviceNotFound(deviceId);
+  await authorizeSite(db, user, device.siteId, "viewer", request, { hiddenAs: () => deviceNotFound(deviceId) });
+  return device;
+}
+
 // ---- analyze, anomalies, predict ----------------------------------------------------------------
 
 export type AnalyzeMetrics = {
@@ -63,8 +74,9 @@ const toValues = (m: AnalyzeMetrics): MetricValues => ({
 });
 
 /** Scores the metrics against the device's baseline (in its hub) when one is named, else against fleet-wide defaults. */
-export async function analyzeMetrics(env: Env, device: DeviceRow | undefined, metrics: AnalyzeMetrics) {
-  const values = toValues(metrics);
+export async function analyzeMetrics(env: Env, db: Db, user: AuthUser, input: { device_id?: string; metrics: AnalyzeMetrics }, request?: Request) {
+  const device = input.device_id ? await viewableDevice(db, user, input.device_id, request) : undefined;
+  const values = toValues(input.metrics);
   const assessment = device
     ? await siteHub(env, device.siteId).aiScoreValues(device.deviceId, values)
     : scoreAgainst(values, fleetDefaultBaseline());
@@ -80,10 +92,11 @@ export async function analyzeMetrics(env: Env, device: DeviceRow | undefined, me
 }
 
 /** Current anomalies across the caller's sites (or the one named), each computed in its site's hub, highest first. */
-export async function listAnomalies(env: Env, db: Db, user: AuthUser, siteId: string | undefined, minScore: number): Promise<DeviceAnomaly[]> {
+export async function listAnomalies(env: Env, db: Db, user: AuthUser, siteId: string | undefined, minScore: number) {
   const sites = siteId ? [siteId] : await sitesWithDevices(db, user);
   const perSite = await inBatches(sites, HUB_CONCURRENCY, (id) => siteHub(env, id).aiAnomalies(minScore));
-  return perSite.flat().sort((a, b) => b.score - a.score || a.device_id.localeCompare(b.device_id));
+  const anomalies = perSite.flat().sort((a, b) => b.score - a.score || a.device_id.localeCompare(b.device_id));
+  return { anomalies, total: anomalies.length, min_score: minScore };
 }
 
 /** One device's failure risk over the last `hours`, computed in its hub from its stored history. */
@@ -230,13 +243,7 @@ export async function answerQuery(env: Env, db: Db, user: AuthUser, input: Query
   const sources: Source[] = [];
 
   // Devices: the one named in the body (checked like a path's), then the ones named in the text.
-  const named: DeviceRow[] = [];
-  if (input.device_id) {
-    const device = await db.select().from(devices).where(eq(devices.deviceId, input.device_id)).get();
-    if (!device) throw deviceNotFound(input.device_id);
-    await authorizeSite(db, user, device.siteId, "viewer", request, { hiddenAs: () => deviceNotFound(input.device_id!) });
-    named.push(device);
-  }
+  const named: DeviceRow[] = input.device_id ? [await viewableDevice(db, user, input.device_id, request)] : [];
   if (input.site_id) await authorizeSite(db, user, input.site_id, "viewer", request);
   for (const d of await namedVisibleDevices(db, user, input.query)) if (!named.some((n) => n.deviceId === d.deviceId)) named.push(d);
   const focus = named.slice(0, MAX_NAMED_DEVICES);
@@ -252,7 +259,7 @@ export async function answerQuery(env: Env, db: Db, user: AuthUser, input: Query
   const lines: string[] = [];
   if (blocks.length) lines.push("CURRENT SYSTEM STATUS", ...statusLines(blocks.map((b) => b.block)), "");
 
-  const scopeSites = input.site_id ? [input.site_id] : focus.length ? [] : await sitesWithDevices(db, user, MAX_QUERY_SITES);
+  const scopeSites = focus.length ? [] : input.site_id ? [input.site_id] : await sitesWithDevices(db, user, MAX_QUERY_SITES);
   const fleet = scopeSites.length ? await fleetFacts(env, db, scopeSites, intent) : undefined;
   if (fleet) sources.push(...fleet.sources);
 

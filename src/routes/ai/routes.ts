@@ -4,8 +4,6 @@ import { movedTo } from "../../middleware/deprecation";
 import {
   analyzeMetrics, answerQuery, forgetConversation, getPersona, listAnomalies, personaNamed, predictFailure, setPersona,
 } from "../../services/ai";
-import { authorizeSite, deviceNotFound } from "../../services/access";
-import { findDevice } from "../../services/devices";
 import { DeviceParams } from "../devices/schema";
 import * as s from "./schema";
 
@@ -52,23 +50,12 @@ export function aiAssistantRoutes() {
       responses: { 200: jsonResponse(s.AnalyzeResponse, "The assessment") },
       errors: [404],
     }),
-    async (c) => {
-      const body = c.req.valid("json");
-      let device;
-      if (body.device_id) {
-        const deviceId = body.device_id;
-        device = await findDevice(c.var.db, deviceId);
-        if (!device) throw deviceNotFound(deviceId);
-        await authorizeSite(c.var.db, c.var.user!, device.siteId, "viewer", c.req.raw, { hiddenAs: () => deviceNotFound(deviceId) });
-      }
-      return c.json(await analyzeMetrics(c.env, device, body.metrics), 200);
-    },
+    async (c) => c.json(await analyzeMetrics(c.env, c.var.db, c.var.user!, c.req.valid("json"), c.req.raw), 200),
   );
 
   app.openapi(anomaliesRoute(), async (c) => {
     const q = c.req.valid("query");
-    const anomalies = await listAnomalies(c.env, c.var.db, c.var.user!, q.site_id, q.min_score);
-    return c.json({ anomalies, total: anomalies.length, min_score: q.min_score }, 200);
+    return c.json(await listAnomalies(c.env, c.var.db, c.var.user!, q.site_id, q.min_score), 200);
   });
 
   app.openapi(
@@ -125,8 +112,7 @@ export function aiV1Routes() {
   const app = newRouter();
   app.openapi(anomaliesRoute(), async (c) => {
     const q = c.req.valid("query");
-    const anomalies = await listAnomalies(c.env, c.var.db, c.var.user!, q.site_id, q.min_score);
-    return c.json({ anomalies, total: anomalies.length, min_score: q.min_score }, 200);
+    return c.json(await listAnomalies(c.env, c.var.db, c.var.user!, q.site_id, q.min_score), 200);
   });
   app.openapi(predictRoute(false), async (c) => {
     const { device } = grantedDevice(c);
