@@ -8,6 +8,8 @@ import type { MetricsStore } from "./metrics";
 /** How much of a device's own history its anomaly baseline reads. */
 export const BASELINE_WINDOW_MS = 24 * 3_600_000;
 const BASELINE_MAX_ROWS = 500;
+/** The most samples a risk assessment reads: the newest, however busy the device was. */
+const RISK_MAX_ROWS = 5000;
 /** Live-ring events that say something about one device, for the assistant's status block. */
 const DEVICE_EVENT_TYPES = ["device.status", "device.metrics", "agent.state", "agent.health", "command.updated", "job.updated"];
 
@@ -31,6 +33,15 @@ const valuesOfLatest = (sample: NonNullable<ReturnType<MetricsStore["latest"]>>)
 export class AiAssessor {
   constructor(private readonly sql: SqlStorage, private readonly metrics: MetricsStore) {}
 
+  /** The device's newest stored samples since `sinceIso` (at most `limit`), oldest first. */
+  private newestRows(deviceId: string, sinceIso: string, limit: number): HistoryRow[] {
+    return this.sql.exec<HistoryRow>(
+      `SELECT recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason FROM metrics_history
+       WHERE device_id = ? AND recorded_at >= ? ORDER BY recorded_at DESC, id DESC LIMIT ?`,
+      deviceId, sinceIso, limit,
+    ).toArray().reverse();
+  }
+
   private deviceIds(): string[] {
     return this.sql.exec<{ device_id: string }>("SELECT device_id FROM metrics_state ORDER BY device_id").toArray().map((r) => r.device_id);
   }
@@ -38,7 +49,7 @@ export class AiAssessor {
   /** One device's latest values against its own last day (the latest sample left out), or its peers'. */
   anomaly(deviceId: string, now: number, peerLatest?: Map<string, MetricValues>): AnomalyAssessment & { detected_at: string | null } {
     const latest = this.metrics.latest(deviceId);
-    const history = this.metrics.history(deviceId, iso(now - BASELINE_WINDOW_MS), BASELINE_MAX_ROWS + 1)
+    const history = this.newestRows(deviceId, iso(now - BASELINE_WINDOW_MS), BASELINE_MAX_ROWS + 1)
       .filter((row) => row.recorded_at !== latest?.recorded_at)
       .slice(-BASELINE_MAX_ROWS)
       .map(pointOf);
@@ -69,7 +80,7 @@ export class AiAssessor {
 
   /** Values sent by a caller, against the device's own last day, else its peers'. */
   scoreValues(deviceId: string, values: MetricValues, now: number): AnomalyAssessment {
-    const history = this.metrics.history(deviceId, iso(now - BASELINE_WINDOW_MS), BASELINE_MAX_ROWS).map(pointOf);
+    const history = this.newestRows(deviceId, iso(now - BASELINE_WINDOW_MS), BASELINE_MAX_ROWS).map(pointOf);
     const peers = [...this.latestValues().entries()].filter(([id]) => id !== deviceId).map(([, v]) => v);
     return assessAnomaly(values, history, peers);
   }
@@ -93,7 +104,7 @@ export class AiAssessor {
    * (a first sample after the window's first one) and its offline transitions in the live ring.
    */
   risk(deviceId: string, now: number, windowMs: number): RiskAssessment {
-    const rows = this.metrics.history(deviceId, iso(now - windowMs));
+    const rows = this.newestRows(deviceId, iso(now - windowMs), RISK_MAX_ROWS);
     const restarts = rows.slice(1).filter((r) => r.reason === "first_sample").length;
     const offline = this.deviceEvents(deviceId, now - windowMs)
       .filter((e) => e.type === "device.status" && (e.data as { status?: unknown }).status === "offline").length;

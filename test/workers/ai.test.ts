@@ -3,7 +3,8 @@ import { eq, sql } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, db, grantSiteRole, login, signup, unique } from "./helpers";
 import { registerDevice, siteWithOperator, telemetry } from "./device-helpers";
-import { installClock, installWorkerClock, type ManualClock } from "./clock";
+import { runInDurableObject } from "cloudflare:test";
+import { installClock, installWorkerClock, siteHubStub, type ManualClock } from "./clock";
 import { runAlarm } from "./agents-helpers";
 
 const HOUR = 3_600_000;
@@ -57,6 +58,25 @@ describe("anomalies", () => {
     const everything = await call(`/api/v1/ai/anomalies?site_id=${siteId}&min_score=0`, { token: owner.token });
     expect(everything.json.anomalies.map((a: { device_id: string }) => a.device_id)).toEqual([device.device_id, calm.device_id]);
     expect(everything.json.anomalies[1].score).toBeLessThan(0.2);
+  });
+
+  it("baselines a busy device on its newest samples, not its oldest", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const device = await registerDevice(owner.token, siteId, { device_id: unique("POS-") });
+    const clock = await installClock(siteId);
+    // 600 stored samples over the last 10 hours: CPU at 80 % for the first 300, at 30 % since.
+    await runInDurableObject(siteHubStub(siteId), (_hub, state) => {
+      for (let i = 0; i < 600; i++) {
+        state.storage.sql.exec(
+          "INSERT INTO metrics_history (device_id, recorded_at, cpu, memory, disk, reason) VALUES (?, ?, ?, 50, 60, 'changed')",
+          device.device_id, new Date(clock.now() - (600 - i) * 60_000).toISOString(), i < 300 ? 80 : 30,
+        );
+      }
+    });
+    await feed(clock, device, [{ cpu_usage: 30, memory_usage: 50, disk_usage: 60 }], 1_000);
+    const res = await call(`/api/v1/ai/anomalies?site_id=${siteId}&min_score=0`, { token: owner.token });
+    expect(res.json.anomalies).toHaveLength(1);
+    expect(res.json.anomalies[0]).toMatchObject({ device_id: device.device_id, score: 0, is_anomaly: false, reasons: [] });
   });
 
   it("lists only the caller's sites, and hides a site the caller has no role on", async () => {
