@@ -140,6 +140,12 @@ export class AgentRuntime {
     });
   }
 
+  /** A running simulated agent's telemetry generated up to now, so what reads its history sees the present. */
+  async bringUpToDate(device: AgentDevice) {
+    if (device.source !== "simulated" || device.lifecycleState !== "active") return;
+    await this.withAgentWork((work, now) => { this.liveAgent(device, now, work); });
+  }
+
   /** A device left the site: its agent stops (the projection and live events follow). */
   async stopAgent(deviceId: string) {
     if (this.agents.get(deviceId)?.active) {

@@ -6,6 +6,7 @@ import {
   type AckBody, type Admission, type AgentDevice, type AgentSnapshot, type CommandRecord, type CommandReport, type HeartbeatResult,
   type JobSpec, type LiveEvent, type NotAdmitted, type Outcome, type PushInput, type PushResult, type QueueInput, type RateLimited,
   type Sample, type SeriesRequest, type Sighting, type SiteHealth, type SiteHealthDevice, type StoreDecision, type Subscriber,
+  type DeviceAnomaly, type DeviceRiskSummary,
 } from "../src/shared/hub-contract";
 import type { CommandStatus, DiagnosticComponent, JobStatus } from "../src/shared/vocabulary";
 import { iso, systemClock, type Clock } from "../src/shared/time";
@@ -30,6 +31,8 @@ import type { RolloutDeviceReport } from "../src/shared/rollout-contract";
 import { sha256Hex } from "../src/shared/ids";
 import { DeviceChannels, isDeviceSocket, keyDigestOf, send, type ChannelHost } from "./device-channel";
 import { CHANNEL_CLOSE, DEVICE_CHANNEL_HEADER, DeviceChannelOpenSchema, NOT_ADMITTED_HEADER } from "../src/shared/device-channel";
+import { AiAssessor } from "./ai-assessment";
+import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -61,6 +64,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   protected readonly agents: Agents;
   protected readonly agentRuntime: AgentRuntime;
   protected readonly enrolments: EnrolmentQuota;
+  protected readonly assessor: AiAssessor;
   private readonly sse = new SseChannel();
   protected readonly deviceChannels: DeviceChannels;
   private readonly subscriptionLimits: SubscriptionLimits;
@@ -109,6 +113,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     });
     this.jobs = new JobRunner(this.sql, { siteId, d1, now, emit, outbox: this.outbox, commands: this.commands });
     this.deviceChannels = new DeviceChannels(ctx, now, siteId);
+    this.assessor = new AiAssessor(this.sql, this.metrics);
     // Subscribers' keep-alive `ping` is answered without waking the hub from hibernation.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
   }
@@ -587,6 +592,38 @@ export class SiteHub extends DurableObject<HubBindings> {
   async channelDevices(siteId: string): Promise<string[]> {
     this.bind(siteId);
     return this.deviceChannels.connectedDevices();
+  }
+
+  // ---- the assistant (ai-assessment.ts): read-only assessments from this hub's own storage ------
+
+  /** The site's devices whose current anomaly score is at least `minScore`, highest first. */
+  async aiAnomalies(siteId: string, minScore: number): Promise<DeviceAnomaly[]> {
+    this.bind(siteId);
+    return this.assessor.anomalies(siteId, minScore, this.now());
+  }
+
+  /** The site's devices whose failure risk over `windowMs` is at least `minRisk`, highest first. */
+  async aiRisks(siteId: string, minRisk: number, windowMs: number): Promise<DeviceRiskSummary[]> {
+    this.bind(siteId);
+    return this.assessor.risks(siteId, minRisk, this.now(), windowMs);
+  }
+
+  /** Values a caller sent, scored against the device's own baseline (or its peers'). */
+  async aiScoreValues(siteId: string, deviceId: string, values: MetricValues): Promise<AnomalyAssessment> {
+    this.bind(siteId);
+    return this.assessor.scoreValues(deviceId, values, this.now());
+  }
+
+  /** One device's failure risk over `windowMs`, its current anomaly and its last `eventLimit` events. */
+  async aiDeviceAssessment(siteId: string, device: AgentDevice, windowMs: number, eventLimit: number) {
+    this.bind(siteId);
+    await this.agentRuntime.bringUpToDate(device);
+    const now = this.now();
+    return {
+      risk: this.assessor.risk(device.deviceId, now, windowMs),
+      anomaly: this.assessor.anomaly(device.deviceId, now),
+      recent_events: this.assessor.recentEvents(device.deviceId, eventLimit),
+    };
   }
 
   // ---- the live channel (live.ts ring, live-socket.ts subscribers) ----------------------------

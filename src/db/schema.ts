@@ -627,3 +627,25 @@ export const rolloutSites = sqliteTable("rollout_sites", {
   primaryKey({ columns: [t.rolloutId, t.siteId] }),
   index("rollout_sites_site_idx").on(t.siteId),
 ]);
+
+// The assistant's memory: each user's persona, and their last exchanges (at most five are kept,
+// each for a day) given back to the assistant as context. See docs/ai.md.
+export const aiPreferences = sqliteTable("ai_preferences", {
+  userId: integer("user_id").primaryKey(),
+  mode: text("mode", { enum: ["Maintenance", "Predictive", "Executive"] }).notNull(),
+  updatedAt: updatedAt(),
+});
+
+export const aiExchanges = sqliteTable("ai_exchanges", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  userId: integer("user_id").notNull(),
+  query: text("query").notNull(),
+  response: text("response").notNull(),
+  intent: text("intent").notNull(),
+  deviceIds: json("device_ids").$type<string[]>().notNull(),
+  createdAt: createdAt(),
+  expiresAt: text("expires_at").notNull(),
+}, (t) => [
+  index("ai_exchanges_user_created").on(t.userId, t.createdAt),
+  index("ai_exchanges_expires").on(t.expiresAt),
+]);

@@ -182,6 +182,28 @@ export class SiteHubClient {
     return parse(z.array(z.string()), await this.stub.channelDevices(this.siteId));
   }
 
+  // ---- the assistant ----------------------------------------------------------------------------
+
+  /** The site's devices with a current anomaly score of at least `minScore`, computed in the hub. */
+  async aiAnomalies(minScore: number) {
+    return parse(contract.DeviceAnomalySchema.array(), await this.stub.aiAnomalies(this.siteId, minScore));
+  }
+
+  /** The site's devices with a failure risk of at least `minRisk` over `windowMs`, computed in the hub. */
+  async aiRisks(minRisk: number, windowMs: number) {
+    return parse(contract.DeviceRiskSummarySchema.array(), await this.stub.aiRisks(this.siteId, minRisk, windowMs));
+  }
+
+  /** Values scored against the device's own baseline (or its site peers'), in the hub. */
+  async aiScoreValues(deviceId: string, values: z.infer<typeof contract.AiMetricValuesSchema>) {
+    return parse(contract.AnomalyAssessmentSchema, await this.stub.aiScoreValues(this.siteId, deviceId, contract.AiMetricValuesSchema.parse(values)));
+  }
+
+  /** One device's risk over `windowMs`, its anomaly and last events, computed in the hub. */
+  async aiDeviceAssessment(device: AgentDevice, windowMs: number, eventLimit: number) {
+    return parse(contract.DeviceAssessmentSchema, await this.stub.aiDeviceAssessment(this.siteId, device, windowMs, eventLimit));
+  }
+
   // ---- live channel -----------------------------------------------------------------------------
 
   async publish(type: string, data: unknown) {

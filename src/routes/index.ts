@@ -27,6 +27,7 @@ import { metricsRoutes } from "./metrics/routes";
 import { pushRoutes } from "./push/routes";
 import { rolloutRoutes } from "./rollouts/routes";
 import { siteTimeZoneRoutes } from "./sites/time-zone";
+import { aiAssistantRoutes, aiV1Routes, legacyPredictRoutes } from "./ai/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -96,6 +97,11 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   // Fleet-wide rollouts across sites, and the site time zone their start windows use (docs/rollouts.md)
   { prefix: "/api/v1/rollouts", router: rolloutRoutes() },
   { prefix: "/api/v1/sites", router: siteTimeZoneRoutes() },
+
+  // The AI assistant: its own /api/ai paths, the versioned ones, and the replaced service's /predict
+  { prefix: "/api/ai", router: aiAssistantRoutes() },
+  { prefix: "/api/v1/ai", router: aiV1Routes() },
+  { prefix: "/", router: legacyPredictRoutes() },
 ];
 
 /**

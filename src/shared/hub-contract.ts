@@ -488,3 +488,96 @@ export type SeriesReply = z.infer<typeof SeriesReplySchema>;
 // alone, the rest still go out).
 
 export const QueuedBatchSchema = z.array(outcomeOf(QueuedCommandSchema));
+
+// ---- the assistant's assessments (computed in the hub by src/shared/ai-engine.ts) ---------------
+
+const AI_METRIC_NAMES = ["cpu", "memory", "disk", "temperature", "latency", "error_rate"] as const;
+
+export const AnomalyReasonSchema = z
+  .object({
+    metric: z.enum(AI_METRIC_NAMES),
+    value: z.number(),
+    baseline: z.number().openapi({ description: "The baseline's centre (median)" }),
+    spread: z.number().openapi({ description: "The baseline's robust standard deviation (scaled MAD, with a per-metric floor)" }),
+    deviation: z.number().openapi({ description: "(value − baseline) / spread" }),
+    message: z.string(),
+  })
+  .openapi("AnomalyReason");
+
+const BASIS = z.enum(["device", "peers", "fleet_defaults"]).openapi({ description: "What the values were compared with: the device's own history, its site's peers, or fleet-wide defaults" });
+
+/** One device's (or one set of metrics') anomaly assessment; a null score means there was not enough data. */
+export const AnomalyAssessmentSchema = z
+  .object({
+    score: z.number().min(0).max(1).nullable().openapi({ description: "0.0–1.0; null when there is not enough data to judge" }),
+    is_anomaly: z.boolean(),
+    basis: BASIS.nullable(),
+    baseline_samples: z.number().int(),
+    reasons: z.array(AnomalyReasonSchema),
+    explanation: z.string(),
+    samples_needed: z.number().int().optional().openapi({ description: "With a null score: how many more samples a baseline needs" }),
+  })
+  .openapi("AnomalyAssessment");
+
+export const DeviceAnomalySchema = z
+  .object({
+    device_id: z.string(),
+    site_id: z.string(),
+    score: z.number().min(0).max(1),
+    is_anomaly: z.boolean(),
+    basis: BASIS,
+    reasons: z.array(AnomalyReasonSchema),
+    explanation: z.string(),
+    detected_at: z.string().openapi({ description: "When the assessed (latest) sample arrived" }),
+  })
+  .openapi("DeviceAnomaly");
+export type DeviceAnomaly = z.infer<typeof DeviceAnomalySchema>;
+
+const TREND_METRIC_NAMES = ["cpu", "memory", "disk"] as const;
+
+export const RiskAssessmentSchema = z
+  .object({
+    risk_score: z.number().min(0).max(1).nullable().openapi({ description: "0.0–1.0; null when there is not enough data" }),
+    risk_level: z.enum(["low", "medium", "high", "critical", "unknown"]),
+    factors: z.array(z.object({ name: z.string(), value: z.number(), risk: z.number(), detail: z.string() })),
+    trends: z.array(z.object({
+      metric: z.enum(TREND_METRIC_NAMES), current: z.number(), threshold: z.number(), slope_per_hour: z.number(), fit_hours: z.number(),
+      hours_to_threshold: z.number().nullable(), risk: z.number(),
+    })),
+    time_to_threshold: z.object({ metric: z.enum(TREND_METRIC_NAMES), hours: z.number(), at: z.string() }).nullable(),
+    recommendations: z.array(z.string()),
+    data_points: z.number().int(),
+    window: z.object({ from: z.string().nullable(), to: z.string().nullable(), hours: z.number() }),
+    explanation: z.string(),
+    samples_needed: z.number().int().optional(),
+  })
+  .openapi("RiskAssessment");
+
+export const RecentDeviceEventSchema = z.object({ type: z.string(), at: z.string(), data: z.unknown() }).openapi("RecentDeviceEvent");
+export type RecentDeviceEvent = z.infer<typeof RecentDeviceEventSchema>;
+
+/** What the hub knows about one device for the assistant: risk, anomaly and its last events. */
+export const DeviceAssessmentSchema = z.object({
+  risk: RiskAssessmentSchema,
+  anomaly: AnomalyAssessmentSchema.extend({ detected_at: z.string().nullable() }),
+  recent_events: z.array(RecentDeviceEventSchema),
+});
+
+export const DeviceRiskSummarySchema = z
+  .object({
+    device_id: z.string(),
+    site_id: z.string(),
+    risk_score: z.number().min(0).max(1),
+    risk_level: z.enum(["low", "medium", "high", "critical", "unknown"]),
+    top_factor: z.string().nullable(),
+    time_to_threshold: RiskAssessmentSchema.shape.time_to_threshold,
+    recommendations: z.array(z.string()),
+  })
+  .openapi("DeviceRiskSummary");
+export type DeviceRiskSummary = z.infer<typeof DeviceRiskSummarySchema>;
+
+/** Metrics a caller sends to be scored (the assistant's analyze). */
+export const AiMetricValuesSchema = z.object({
+  cpu: z.number().nullable().optional(), memory: z.number().nullable().optional(), disk: z.number().nullable().optional(),
+  temperature: z.number().nullable().optional(), latency: z.number().nullable().optional(), error_rate: z.number().nullable().optional(),
+});
