@@ -20,6 +20,7 @@ import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
+import { dashboardRoutes } from "./dashboard/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -40,6 +41,9 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/", router: rootRoutes },
   { prefix: "/", router: docsRoutes(openApiDocument) },
   { prefix: "/api/v1/health", router: healthRoutes },
+
+  // The operator dashboard: a screen opened by its address (its page and files are static assets)
+  { prefix: "/", router: dashboardRoutes },
 
   { prefix: "/api/v1/auth", router: authRoutes },
 

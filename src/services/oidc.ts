@@ -122,7 +122,7 @@ export function oidcSettings(config: AppConfig, requestUrl: string): OidcSetting
     redirectUri: callback,
     scopes,
     cookiePath: new URL(callback).pathname,
-    afterLoginUrl: frontendUrl ? `${frontendUrl}/dashboard` : `${origin}/docs`,
+    afterLoginUrl: frontendUrl ? `${frontendUrl}/dashboard` : `${origin}/dashboard/`,
   };
 }
 
