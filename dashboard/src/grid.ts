@@ -1,6 +1,8 @@
 import { h, replace } from "./dom";
 
 const OVERSCAN = 6;
+/** `.grid-scroll`'s max-height in dashboard.css. */
+const MAX_VIEWPORT_PX = 480;
 
 /**
  * A table that draws only the rows in view (plus a few either side): a site of 500 or 5,000 devices
@@ -44,7 +46,8 @@ export class VirtualTable<T> {
   }
 
   private draw() {
-    const viewport = this.element.clientHeight || 480;
+    // The container grows with its rows up to its CSS max-height; draw for that much even while it is shorter.
+    const viewport = Math.max(this.element.clientHeight, MAX_VIEWPORT_PX);
     const first = Math.max(0, Math.floor(this.element.scrollTop / this.rowHeight) - OVERSCAN);
     const last = Math.min(this.rows.length, Math.ceil((this.element.scrollTop + viewport) / this.rowHeight) + OVERSCAN);
     const spacer = (count: number) => {

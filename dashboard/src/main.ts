@@ -1,9 +1,12 @@
 import { api, ApiError, type Me } from "./api";
 import { BASE, errorBox, link, navigate, perform, type Session } from "./app";
 import { h, replace } from "./dom";
+import { auditView } from "./views/audit";
 import { deviceView } from "./views/device";
+import { enrolmentView } from "./views/enrolment";
 import { jobView } from "./views/job";
 import { loginView } from "./views/login";
+import { membersView } from "./views/members";
 import { siteView } from "./views/site";
 import { sitesView } from "./views/sites";
 
@@ -26,7 +29,7 @@ async function loadSession(): Promise<Session | undefined> {
 function drawTop() {
   const status = h("p", { id: "status-line", class: "status-line", role: "status", "aria-live": "polite" });
   const nav = session
-    ? h("nav", { "aria-label": "Main" }, link(`${BASE}/sites`, "Sites"),
+    ? h("nav", { "aria-label": "Main" }, link(`${BASE}/sites`, "Sites"), link(`${BASE}/audit`, "Audit"),
       h("span", { class: "who" }, session.me.username, session.me.is_admin ? " (administrator)" : ""),
       h("button", { type: "button", class: "secondary", onclick: () => void signOut() }, "Sign out"))
     : null;
@@ -63,6 +66,12 @@ async function route() {
         return await deviceView(main, session!, query.get("device_id") ?? "", signal);
       case "job":
         return await jobView(main, session!, query.get("job_id") ?? "", signal);
+      case "enrolment":
+        return await enrolmentView(main, session!, query.get("site_id") ?? "");
+      case "members":
+        return await membersView(main, session!, query.get("site_id") ?? "");
+      case "audit":
+        return await auditView(main);
       default:
         replace(main, h("h1", {}, "Not found"), h("p", {}, "This screen does not exist. ", link(`${BASE}/sites`, "Go to your sites")));
     }

@@ -178,8 +178,35 @@ describe("the operator dashboard in a real browser", () => {
     await expect.poll(() => page.locator("#job-summary [data-status]").getAttribute("data-status"), { timeout: UI_TIMEOUT }).toBe("completed");
     await shot(page, "job-completed");
 
-    // The device stops calling: the grid shows it offline once presence gives up on it.
+    // Enrolment: an intent's claim token is shown once, then the intent is revoked.
     await page.getByRole("link", { name: siteId }).click();
+    await page.getByRole("link", { name: /^Enrolment/ }).click();
+    await page.getByLabel("Expected device identity (optional)").fill("SN-0042");
+    await page.getByRole("button", { name: "Create intent" }).click();
+    await expect.poll(() => page.locator("#shown-once code").textContent(), { timeout: UI_TIMEOUT }).toMatch(/\S{16,}/);
+    const intent = page.locator("#intents tr[data-intent]");
+    await expect.poll(() => intent.count(), { timeout: UI_TIMEOUT }).toBe(1);
+    await intent.getByRole("button", { name: "Revoke" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Revoke" }).click();
+    await expect.poll(() => intent.locator(".status").textContent(), { timeout: UI_TIMEOUT }).toBe("revoked");
+    await shot(page, "enrolment");
+    await page.reload();
+    await expect.poll(() => intent.count(), { timeout: UI_TIMEOUT }).toBe(1);
+    expect(await page.locator("#shown-once").isHidden()).toBe(true);
+
+    // Members: the invited viewer is listed with their role; the audit trail lists the sign-in.
+    await page.getByRole("link", { name: siteId }).click();
+    await page.getByRole("link", { name: "Members and roles" }).click();
+    await expect.poll(() => page.locator("#members tr").count(), { timeout: UI_TIMEOUT }).toBe(2);
+    await page.getByRole("link", { name: "Audit" }).click();
+    await page.getByLabel("Event type").fill("login_success");
+    await page.getByRole("button", { name: "Apply" }).click();
+    await expect.poll(() => page.locator("#audit-events").textContent(), { timeout: UI_TIMEOUT }).toContain("login_success");
+    await shot(page, "audit");
+
+    // The device stops calling: the grid shows it offline once presence gives up on it.
+    await page.getByRole("link", { name: "Sites" }).click();
+    await page.getByRole("link", { name: "Harbour Street store" }).click();
     await expect.poll(() => page.locator("#live-state").textContent(), { timeout: UI_TIMEOUT }).toBe("live");
     await expect.poll(() => statusOf(page), { timeout: OFFLINE_WITHIN_MS, interval: 250 }).toBe("offline");
     await shot(page, "site-offline");

@@ -35,7 +35,7 @@ describe("the operator dashboard's entry points", () => {
     // The static page carries the same policy (public/_headers) as the Worker's answer.
     expect(shell.headers.get("Content-Security-Policy")).toBe(DASHBOARD_CSP);
 
-    for (const view of ["login", "sites", "site", "device", "job"]) {
+    for (const view of ["login", "sites", "site", "device", "job", "enrolment", "members", "audit"]) {
       const res = await call(`/dashboard/${view}?site_id=S-1`);
       expect(res.status, view).toBe(200);
       expect(res.headers.get("Content-Type"), view).toMatch(/^text\/html/);

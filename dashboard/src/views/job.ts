@@ -45,7 +45,7 @@ export async function jobView(main: HTMLElement, session: Session, jobId: string
   };
 
   heading(main, `Job: ${job.action}`,
-    h("p", { class: "muted" }, job.job_id, " · site ", link(`${BASE}/site?site_id=${enc(job.site_id)}`, job.site_id), ` · created ${ago(job.created_at)}${job.created_by ? ` by ${job.created_by}` : ""}`),
+    h("p", { class: "muted" }, job.job_id, " · site ", link(`${BASE}/site?site_id=${enc(job.site_id)}`, job.site_id), ` · created ${new Date(job.created_at).toLocaleString()}${job.created_by ? ` by ${job.created_by}` : ""}`),
     job.description ? h("p", {}, job.description) : null,
     summary, cancel,
     h("table", { class: "plain" }, h("thead", {}, h("tr", {}, ["Device", "Status", "Finished", "Error"].map((c) => h("th", { scope: "col" }, c)))), executions));

@@ -102,6 +102,8 @@ export async function siteView(main: HTMLElement, session: Session, siteId: stri
 
   heading(main, site.name,
     h("p", { class: "muted" }, `${site.site_id} · your role: ${role}`, " · live: ", liveBadge),
+    h("nav", { class: "subnav", "aria-label": "This site" },
+      link(`${BASE}/enrolment?site_id=${enc(siteId)}`, "Enrolment: intents and bootstrap key"), link(`${BASE}/members?site_id=${enc(siteId)}`, "Members and roles")),
     counts, chartBox,
     h("section", { "aria-labelledby": "devices-title" }, h("h2", { id: "devices-title" }, "Devices"), filters, empty, table.element),
     jobsSection);

@@ -8,7 +8,7 @@ import { notFound } from "../../lib/errors";
  * directly or reloaded, is answered here with that same page, which then draws the screen the path
  * names. Identifiers travel in the query string, so every screen is one path segment deep.
  */
-export const DASHBOARD_VIEWS = ["login", "sites", "site", "device", "job"] as const;
+export const DASHBOARD_VIEWS = ["login", "sites", "site", "device", "job", "enrolment", "members", "audit"] as const;
 
 /**
  * The dashboard's Content-Security-Policy, also given to its static files in public/_headers (keep the
