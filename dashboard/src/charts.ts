@@ -32,3 +32,27 @@ export function healthChart(bands: Band[], width = 480, height = 80): SVGElement
   area((b) => b.online + b.error, (b) => b.online + b.error + b.offline, "band-offline");
   return chart;
 }
+
+export interface Line { label: string; cls: string; values: (number | null)[] }
+
+/** Lines of percentages (0–100) over the buckets of a series; gaps (null) break a line. */
+export function percentChart(lines: Line[], from: string, to: string, width = 560, height = 120): SVGElement {
+  const chart = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", class: "health-chart",
+    "aria-label": `${lines.map((l) => l.label).join(", ")} from ${new Date(from).toLocaleString()} to ${new Date(to).toLocaleString()}` });
+  for (const v of [0, 50, 100]) chart.appendChild(svg("line", { x1: 0, x2: width, y1: height - (v / 100) * (height - 4) - 2, y2: height - (v / 100) * (height - 4) - 2, class: "gridline" }));
+  for (const line of lines) {
+    const step = width / Math.max(1, line.values.length - 1);
+    let run: string[] = [];
+    const flush = () => {
+      if (run.length > 1) chart.appendChild(svg("polyline", { points: run.join(" "), fill: "none", class: line.cls }));
+      else if (run.length === 1) { const [x, y] = run[0].split(","); chart.appendChild(svg("circle", { cx: x, cy: y, r: 2, class: line.cls })); }
+      run = [];
+    };
+    line.values.forEach((v, i) => {
+      if (v === null) return flush();
+      run.push(`${(i * step).toFixed(1)},${(height - (Math.min(100, Math.max(0, v)) / 100) * (height - 4) - 2).toFixed(1)}`);
+    });
+    flush();
+  }
+  return chart;
+}

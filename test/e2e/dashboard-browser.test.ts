@@ -157,7 +157,23 @@ describe("the operator dashboard in a real browser", () => {
     const sent = Date.now();
     await expect.poll(() => statusOf(page), { timeout: 2_000, interval: 50 }).toBe("online");
     expect(Date.now() - sent).toBeLessThan(2_000);
+    // Telemetry: each stored sample arrives as a device.metrics event and extends the row's CPU sparkline.
+    for (const cpu of [20, 60, 35]) {
+      const sent = await call("/api/v1/agent/telemetry", { method: "POST", headers: device.headers, body: { cpu_usage: cpu, memory_usage: 40, disk_usage: 55 } });
+      expect(sent.status).toBe(200);
+    }
+    await row(page).locator("svg.sparkline polyline").waitFor({ timeout: UI_TIMEOUT });
     await shot(page, "site-online");
+
+    // The device page draws the stored series as a chart.
+    await row(page).getByRole("link", { name: "Till 1" }).click();
+    await page.waitForURL(`${base}/dashboard/device?device_id=${device.id}`);
+    await page.locator("#metrics-chart svg polyline.line-cpu, #metrics-chart svg circle.line-cpu").first().waitFor({ timeout: UI_TIMEOUT });
+    await expect.poll(() => page.locator("#health").textContent(), { timeout: UI_TIMEOUT }).toContain("Agent state");
+    await shot(page, "device");
+    await page.goBack();
+    await page.waitForURL(`${base}/dashboard/site?site_id=${siteId}`);
+    await expect.poll(() => page.locator("#live-state").textContent(), { timeout: UI_TIMEOUT }).toBe("live");
 
     // A restart queued from the grid, after confirming, reaches the device's poll.
     await row(page).getByRole("button", { name: /Restart/ }).click();

@@ -1,7 +1,11 @@
 import { api, enc, type Command, type DeviceDetail, type Role } from "../api";
 import { BASE, canOperate, confirmAction, errorBox, heading, link, perform, roleOn, type Session } from "../app";
 import { ago, h, replace } from "../dom";
+import { percentChart } from "../charts";
 import { LiveChannel } from "../live";
+
+interface Health { health: { status: string; response_time_ms?: number; metrics?: Record<string, number | undefined> }; agent_state: string; last_updated: string }
+interface MetricsSeries { from: string; to: string; samples: number; series: { cpu_usage_avg: number | null; memory_usage_avg: number | null; disk_usage_avg: number | null }[] }
 
 interface StateHistory { history: { timestamp: string; previous_state: string | null; new_state: string; source: string; reason: string | null }[] }
 
@@ -46,6 +50,26 @@ export async function deviceView(main: HTMLElement, session: Session, deviceId: 
       : page.history.map((e) => h("li", {}, `${new Date(e.timestamp).toLocaleString()}: ${e.previous_state ?? "—"} → ${e.new_state} (${e.source}${e.reason ? `: ${e.reason}` : ""})`)));
   };
 
+  const health = h("dl", { class: "facts", id: "health" });
+  const drawHealth = async () => {
+    const now = await api<Health>(`/api/v1/devices/${enc(deviceId)}/health`);
+    const metrics = Object.entries(now.health.metrics ?? {}).filter(([, v]) => typeof v === "number");
+    replace(health, h("dt", {}, "Health"), h("dd", {}, now.health.status), h("dt", {}, "Agent state"), h("dd", {}, now.agent_state),
+      ...metrics.flatMap(([k, v]) => [h("dt", {}, k.replace(/_/g, " ")), h("dd", {}, String(Math.round(v! * 10) / 10))]),
+      h("dt", {}, "As of"), h("dd", {}, new Date(now.last_updated).toLocaleString()));
+  };
+  const chart = h("figure", { class: "chart", id: "metrics-chart" });
+  const drawChart = async () => {
+    const series = await api<MetricsSeries>(`/api/v1/agents/${enc(deviceId)}/metrics?period=24h`);
+    replace(chart, series.samples === 0
+      ? h("p", { class: "empty" }, "No telemetry stored in the last 24 hours: the device has not sent metrics yet.")
+      : [percentChart([
+        { label: "CPU %", cls: "line-cpu", values: series.series.map((b) => b.cpu_usage_avg) },
+        { label: "Memory %", cls: "line-memory", values: series.series.map((b) => b.memory_usage_avg) },
+        { label: "Disk %", cls: "line-disk", values: series.series.map((b) => b.disk_usage_avg) },
+      ], series.from, series.to), h("figcaption", {}, "Hourly averages over 24 hours: CPU (blue), memory (orange), disk (grey), in %")]);
+  };
+
   const actions = operate ? deviceActions(device, async () => {
     device = await api<DeviceDetail>(`/api/v1/devices/${enc(deviceId)}`);
     drawFacts();
@@ -55,11 +79,12 @@ export async function deviceView(main: HTMLElement, session: Session, deviceId: 
   heading(main, device.name,
     h("p", { class: "muted" }, device.device_id, " · site ", link(`${BASE}/site?site_id=${enc(device.site_id)}`, device.site_id), ` · your role: ${role}`),
     facts,
+    h("section", { "aria-labelledby": "health-title" }, h("h2", { id: "health-title" }, "Health and metrics"), health, chart),
     h("section", { "aria-labelledby": "actions-title" }, h("h2", { id: "actions-title" }, "Actions"), actions),
     h("section", { "aria-labelledby": "commands-title" }, h("h2", { id: "commands-title" }, "Commands"),
       h("table", { class: "plain" }, h("thead", {}, h("tr", {}, ["Type", "Status", "Queued", "By", "Result"].map((c) => h("th", { scope: "col" }, c)))), commands)),
     h("section", { "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "State history"), history));
-  await Promise.all([drawCommands(), drawHistory()]).catch((error) => main.append(errorBox(error)));
+  await Promise.all([drawCommands(), drawHistory(), drawHealth(), drawChart()].map((p) => p.catch((error) => main.append(errorBox(error)))));
 
   const channel = new LiveChannel(device.site_id, (event) => {
     const data = (event.data ?? {}) as Record<string, unknown>;
