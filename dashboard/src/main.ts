@@ -95,7 +95,8 @@ async function start() {
   drawTop();
   window.addEventListener("popstate", () => void route());
   window.addEventListener("dashboard:navigate", () => {
-    void route().then(() => main.focus({ preventScroll: true }));
+    // Focus follows the navigation to the new content, unless the screen already focused a field.
+    void route().then(() => { if (!main.contains(document.activeElement)) main.focus({ preventScroll: true }); });
   });
   await route();
 }

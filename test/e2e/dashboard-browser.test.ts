@@ -251,8 +251,48 @@ describe("the operator dashboard in a real browser", () => {
     // The commands the operator sent are there to read.
     await expect.poll(() => page.locator("#commands tr").count(), { timeout: UI_TIMEOUT }).toBe(2);
     await shot(page, "viewer-device");
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(`${base}/dashboard/login`);
     await page.close();
   }, 60_000);
+
+  it("draws only the rows in view of a 500-device site, and every device is reachable by scrolling or search", async () => {
+    const login = await call("/api/v1/auth/login", { method: "POST", body: owner });
+    const token = login.json.data.access_token as string;
+    const bigSite = unique("BIG").toUpperCase();
+    expect((await call("/api/v1/sites/sites", { method: "POST", token, body: { site_id: bigSite, name: "Flagship store" } })).status).toBe(201);
+    const ids = Array.from({ length: 500 }, (_, i) => `${bigSite}-T${String(i).padStart(3, "0")}`);
+    // Simulated devices: registered without a key (no bcrypt), so 500 take seconds.
+    for (let i = 0; i < ids.length; i += 25) {
+      const batch = await Promise.all(ids.slice(i, i + 25).map((id, j) => call(`/api/v1/devices/sites/${bigSite}/devices`, {
+        method: "POST", token, body: { device_id: id, name: `Till ${i + j}`, device_type: "pos_terminal", device_source: "simulated" },
+      })));
+      expect(batch.map((r) => r.status)).toEqual(batch.map(() => 201));
+    }
+
+    const page = await newPage();
+    await signIn(page, owner);
+    await page.goto(`${base}/dashboard/site?site_id=${bigSite}`);
+    await expect.poll(() => page.locator("#site-counts").textContent(), { timeout: UI_TIMEOUT }).toMatch(/^500 devices/);
+    const drawn = () => page.locator(".grid tbody tr[data-device]").count();
+    expect(await drawn()).toBeLessThan(40);
+
+    // Scrolled to the bottom, the last device is drawn, and still only a screenful of rows.
+    // Newest first: the first registered device is the last row.
+    await page.locator(`.grid tr[data-device="${ids[499]}"]`).waitFor({ timeout: UI_TIMEOUT });
+    await page.locator(".grid-scroll").evaluate((el) => { el.scrollTop = el.scrollHeight; });
+    await page.locator(`.grid tr[data-device="${ids[0]}"]`).waitFor({ timeout: UI_TIMEOUT });
+    await page.locator(`.grid tr[data-device="${ids[499]}"]`).waitFor({ state: "detached", timeout: UI_TIMEOUT });
+    const lastRows = await page.locator(".grid tbody tr[data-device]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-device")));
+    expect(lastRows.length).toBeLessThan(40);
+    await shot(page, "site-500");
+
+    // Search finds one device among the 500.
+    await page.getByLabel("Search devices").fill("Till 250");
+    await expect.poll(drawn, { timeout: UI_TIMEOUT }).toBe(1);
+    await expect(page.locator(`.grid tr[data-device="${ids[250]}"]`).count()).resolves.toBe(1);
+    await page.close();
+  }, 120_000);
 
   it("kept every request on the service and logged no error", () => {
     expect(outside, "requests to other origins").toEqual([]);
