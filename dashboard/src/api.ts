@@ -2,6 +2,9 @@
  * Calls to the service's API with the httpOnly `access_token` cookie the API set at sign-in (the page
  * never sees or stores the token). Errors carry the API's `detail`.
  */
+/** Sent when the API no longer accepts the session (it expired, or the account was deactivated). */
+export const SIGNED_OUT_EVENT = "dashboard:signed-out";
+
 export class ApiError extends Error {
   constructor(readonly status: number, detail: string) {
     super(detail);
@@ -20,6 +23,7 @@ export async function api<T>(path: string, init: { method?: string; body?: Json 
   if (response.status === 204) return undefined as T;
   const text = await response.text();
   const body: unknown = text ? JSON.parse(text) : undefined;
+  if (response.status === 401 && !path.startsWith("/api/v1/auth/")) window.dispatchEvent(new Event(SIGNED_OUT_EVENT));
   if (!response.ok) throw new ApiError(response.status, detailOf(body) ?? `HTTP ${response.status}`);
   return body as T;
 }

@@ -1,4 +1,4 @@
-import { api, ApiError, type Me } from "./api";
+import { api, ApiError, SIGNED_OUT_EVENT, type Me } from "./api";
 import { BASE, errorBox, link, navigate, perform, type Session } from "./app";
 import { h, replace } from "./dom";
 import { auditView } from "./views/audit";
@@ -94,6 +94,12 @@ async function start() {
   }
   drawTop();
   window.addEventListener("popstate", () => void route());
+  window.addEventListener(SIGNED_OUT_EVENT, () => {
+    if (!session) return;
+    session = undefined;
+    drawTop();
+    navigate(`${BASE}/login`, true);
+  });
   window.addEventListener("dashboard:navigate", () => {
     // Focus follows the navigation to the new content, unless the screen already focused a field.
     void route().then(() => { if (!main.contains(document.activeElement)) main.focus({ preventScroll: true }); });

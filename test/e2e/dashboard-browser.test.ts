@@ -275,6 +275,8 @@ describe("the operator dashboard in a real browser", () => {
     await page.goto(`${base}/dashboard/site?site_id=${bigSite}`);
     await expect.poll(() => page.locator("#site-counts").textContent(), { timeout: UI_TIMEOUT }).toMatch(/^500 devices/);
     const drawn = () => page.locator(".grid tbody tr[data-device]").count();
+    // Each simulated agent's state, read from the agents list.
+    await expect.poll(() => page.locator(`.grid tr[data-device="${ids[499]}"] td`).nth(3).textContent(), { timeout: UI_TIMEOUT }).toMatch(/^[a-z_]+$/);
     expect(await drawn()).toBeLessThan(40);
 
     // Scrolled to the bottom, the last device is drawn, and still only a screenful of rows.

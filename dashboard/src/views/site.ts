@@ -8,6 +8,7 @@ import { LiveChannel, type LiveEvent } from "../live";
 const ROW_HEIGHT = 40;
 const SPARK_POINTS = 20;
 const CHART_POINTS = 120;
+const AGENT_PAGE = 500;
 
 interface Row extends Device { agent?: string; cpu: number[] }
 
@@ -32,6 +33,14 @@ export async function siteView(main: HTMLElement, session: Session, siteId: stri
   if (signal.aborted) return;
   const operate = canOperate(role);
   const rows = new Map<string, Row>(devices.map((d) => [d.device_id, { ...d, cpu: [] }]));
+  // Agent states as of now; agent.state events keep them current.
+  const loadAgents = async () => {
+    for (let offset = 0; ; offset += AGENT_PAGE) {
+      const page = await api<{ agents: { device_id: string; state: string }[]; total: number }>(`/api/v1/agents?site_id=${enc(siteId)}&limit=${AGENT_PAGE}&offset=${offset}`);
+      for (const a of page.agents) { const r = rows.get(a.device_id); if (r) r.agent = a.state; }
+      if (offset + AGENT_PAGE >= page.total || signal.aborted) return;
+    }
+  };
 
   // ---- header: live state, counts, chart ----
   const liveBadge = h("span", { class: "badge", id: "live-state", "aria-live": "polite" }, "connecting");
@@ -109,6 +118,7 @@ export async function siteView(main: HTMLElement, session: Session, siteId: stri
     jobsSection);
   redraw();
   sample();
+  void loadAgents().then(redraw, () => undefined);
 
   // ---- live updates ----
   const onEvent = (event: LiveEvent) => {
@@ -148,7 +158,7 @@ export async function siteView(main: HTMLElement, session: Session, siteId: stri
   };
   const reload = async () => {
     const fresh = await api<Device[]>(`/api/v1/devices/sites/${enc(siteId)}/devices`);
-    for (const d of fresh) rows.set(d.device_id, { ...d, cpu: rows.get(d.device_id)?.cpu ?? [] });
+    for (const d of fresh) rows.set(d.device_id, { ...d, cpu: rows.get(d.device_id)?.cpu ?? [], agent: rows.get(d.device_id)?.agent });
     redraw();
   };
   const channel = new LiveChannel(siteId, onEvent, (state) => { liveBadge.textContent = state; liveBadge.dataset.state = state; }, () => void reload());
