@@ -14,6 +14,11 @@ const WS_FAILURES_BEFORE_SSE = 3;
  * is retried with exponential backoff and jitter; when WebSockets keep failing (a proxy that refuses
  * upgrades) it falls back to the server-sent events stream, which resumes the same way.
  */
+/** The seq of the site's latest event (the live channel's position), read without subscribing. */
+export async function channelPosition(siteId: string): Promise<number> {
+  return (await api<{ last_seq: number }>(`/api/v1/sites/${enc(siteId)}/ws`)).last_seq;
+}
+
 export class LiveChannel {
   private lastSeq: number | undefined;
   private attempt = 0;
@@ -31,7 +36,12 @@ export class LiveChannel {
     private readonly onTruncated: () => void,
   ) {}
 
-  start() {
+  /**
+   * Connects, replaying from `since`: the channel's position taken (with `channelPosition`) before the
+   * page read what it shows, so nothing that changed in between is lost.
+   */
+  start(since: number | undefined) {
+    this.lastSeq = since;
     void this.connect();
   }
 

@@ -110,6 +110,8 @@ const row = (page: Page) => page.locator(`.grid tr[data-device="${device.id}"]`)
 const statusOf = (page: Page) => row(page).locator("[data-status]").getAttribute("data-status");
 
 async function signIn(page: Page, who: { email: string; password: string }) {
+  // Whoever a previous test left signed in (the tests sign out, but one that failed may not have).
+  await context.clearCookies();
   const response = await page.goto(`${base}/`);
   // A browser opening / lands on the dashboard, which asks to sign in.
   expect(response?.status()).toBe(200);
@@ -251,6 +253,36 @@ describe("the operator dashboard in a real browser", () => {
     // The commands the operator sent are there to read.
     await expect.poll(() => page.locator("#commands tr").count(), { timeout: UI_TIMEOUT }).toBe(2);
     await shot(page, "viewer-device");
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(`${base}/dashboard/login`);
+    await page.close();
+  }, 60_000);
+
+  it("reconnects a dropped WebSocket with a new ticket and replays what it missed", async () => {
+    const page = await newPage();
+    const opened: string[] = [];
+    // The page's WebSocket goes through the test: the first connection is dropped once it is live, and
+    // the device changes state before the second one reaches the service, so only a replay can show it.
+    await page.routeWebSocket(/\/api\/v1\/sites\/[^/]+\/ws\?/, async (ws) => {
+      opened.push(ws.url());
+      if (opened.length === 2) {
+        const beat = await call("/api/v1/agent/heartbeat", { method: "POST", headers: device.headers, body: { status: "error" } });
+        expect(beat.json.device_status).toBe("error");
+      }
+      ws.connectToServer();
+      if (opened.length === 1) setTimeout(() => void ws.close({ code: 1011, reason: "test drops the connection" }), 1_000);
+    });
+    await signIn(page, owner);
+    await openSite(page);
+    expect(await statusOf(page)).toBe("offline");
+    await expect.poll(() => opened.length, { timeout: UI_TIMEOUT }).toBe(2);
+    await expect.poll(() => statusOf(page), { timeout: 5_000, interval: 100 }).toBe("error");
+    const [first, second] = opened.map((url) => new URL(url).searchParams);
+    // Each connection starts where the page's knowledge ends: the first at the position taken before the
+    // page read the devices, the second at the last event the first delivered (or that same position).
+    expect(Number(first.get("since"))).toBeGreaterThan(0);
+    expect(Number(second.get("since"))).toBeGreaterThanOrEqual(Number(first.get("since")));
+    expect(second.get("ticket")).not.toBe(first.get("ticket"));
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.waitForURL(`${base}/dashboard/login`);
     await page.close();

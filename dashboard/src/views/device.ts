@@ -2,7 +2,7 @@ import { api, enc, type Command, type DeviceDetail, type Role } from "../api";
 import { BASE, canOperate, confirmAction, errorBox, heading, link, perform, roleOn, type Session } from "../app";
 import { ago, h, replace } from "../dom";
 import { percentChart } from "../charts";
-import { LiveChannel } from "../live";
+import { channelPosition, LiveChannel } from "../live";
 
 interface Health { health: { status: string; response_time_ms?: number; metrics?: Record<string, number | undefined> }; agent_state: string; last_updated: string }
 interface MetricsSeries { from: string; to: string; samples: number; series: { cpu_usage_avg: number | null; memory_usage_avg: number | null; disk_usage_avg: number | null }[] }
@@ -12,10 +12,12 @@ interface StateHistory { history: { timestamp: string; previous_state: string | 
 /** A device: its state, its state history, its commands (live), and the operator's actions on it. */
 export async function deviceView(main: HTMLElement, session: Session, deviceId: string, signal: AbortSignal) {
   heading(main, deviceId, h("p", { class: "muted" }, "Loading…"));
-  let device: DeviceDetail, role: Role;
+  let device: DeviceDetail, role: Role, position: number;
   try {
     device = await api<DeviceDetail>(`/api/v1/devices/${enc(deviceId)}`);
-    role = await roleOn(session, device.site_id);
+    [role, position] = await Promise.all([roleOn(session, device.site_id), channelPosition(device.site_id)]);
+    // Read again after taking the channel's position, so a change in between is replayed, not lost.
+    device = await api<DeviceDetail>(`/api/v1/devices/${enc(deviceId)}`);
   } catch (error) {
     heading(main, deviceId, errorBox(error));
     return;
@@ -97,7 +99,7 @@ export async function deviceView(main: HTMLElement, session: Session, deviceId: 
       void drawHistory();
     }
   }, () => undefined, () => void drawCommands());
-  channel.start();
+  channel.start(position);
   signal.addEventListener("abort", () => channel.close());
 }
 

@@ -1,15 +1,18 @@
 import { api, enc, type JobDetail } from "../api";
 import { BASE, canOperate, confirmAction, errorBox, heading, link, perform, roleOn, type Session } from "../app";
 import { ago, h, replace } from "../dom";
-import { LiveChannel } from "../live";
+import { channelPosition, LiveChannel } from "../live";
 
 const FINAL = new Set(["completed", "failed", "cancelled", "timeout"]);
 
 /** A job and its executions, one per device, following the site's live channel. */
 export async function jobView(main: HTMLElement, session: Session, jobId: string, signal: AbortSignal) {
   heading(main, "Job", h("p", { class: "muted" }, "Loading…"));
-  let job: JobDetail;
+  let job: JobDetail, position: number;
   try {
+    job = await api<JobDetail>(`/api/v1/jobs/${enc(jobId)}`);
+    position = await channelPosition(job.site_id);
+    // Read again after taking the channel's position, so a change in between is replayed, not lost.
     job = await api<JobDetail>(`/api/v1/jobs/${enc(jobId)}`);
   } catch (error) {
     heading(main, "Job", errorBox(error));
@@ -60,7 +63,7 @@ export async function jobView(main: HTMLElement, session: Session, jobId: string
       pending ??= window.setTimeout(() => { pending = undefined; void refresh().catch(() => undefined); }, 300);
     }
   }, () => undefined, () => void refresh());
-  channel.start();
+  channel.start(position);
   // A safety net while the job runs: its fan-out to new commands is not itself an event.
   const poll = window.setInterval(() => { if (!FINAL.has(job.status)) void refresh().catch(() => undefined); }, 5_000);
   signal.addEventListener("abort", () => { channel.close(); clearTimeout(pending); clearInterval(poll); });

@@ -3,7 +3,7 @@ import { BASE, canOperate, confirmAction, errorBox, heading, link, perform, role
 import { healthChart, sparkline, type Band } from "../charts";
 import { VirtualTable } from "../grid";
 import { ago, h, replace } from "../dom";
-import { LiveChannel, type LiveEvent } from "../live";
+import { channelPosition, LiveChannel, type LiveEvent } from "../live";
 
 const ROW_HEIGHT = 40;
 const SPARK_POINTS = 20;
@@ -18,8 +18,9 @@ interface Row extends Device { agent?: string; cpu: number[] }
  */
 export async function siteView(main: HTMLElement, session: Session, siteId: string, signal: AbortSignal) {
   heading(main, siteId, h("p", { class: "muted" }, "Loading…"));
-  let site: Site, role: Role, devices: Device[], jobs: Job[];
+  let site: Site, role: Role, devices: Device[], jobs: Job[], position: number;
   try {
+    position = await channelPosition(siteId);
     [site, role, devices, jobs] = await Promise.all([
       api<Site>(`/api/v1/sites/${enc(siteId)}`),
       roleOn(session, siteId),
@@ -162,7 +163,7 @@ export async function siteView(main: HTMLElement, session: Session, siteId: stri
     redraw();
   };
   const channel = new LiveChannel(siteId, onEvent, (state) => { liveBadge.textContent = state; liveBadge.dataset.state = state; }, () => void reload());
-  channel.start();
+  channel.start(position);
   // New devices appear through registration, which the channel does not announce: re-read the list now and then.
   const timers = [window.setInterval(() => void reload().catch(() => undefined), 15_000), window.setInterval(() => { sample(); table.schedule(); }, 2_000)];
   signal.addEventListener("abort", () => { channel.close(); timers.forEach(clearInterval); });
