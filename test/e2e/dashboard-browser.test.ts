@@ -122,10 +122,10 @@ async function signIn(page: Page, who: { email: string; password: string }) {
   await page.waitForURL(`${base}/dashboard/sites`);
 }
 
-async function openSite(page: Page) {
+async function openSite(page: Page, live = "live") {
   await page.getByRole("link", { name: "Harbour Street store" }).click();
   await page.waitForURL(`${base}/dashboard/site?site_id=${siteId}`);
-  await expect.poll(() => page.locator("#live-state").textContent(), { timeout: UI_TIMEOUT }).toBe("live");
+  await expect.poll(() => page.locator("#live-state").textContent(), { timeout: UI_TIMEOUT }).toBe(live);
 }
 
 /** The device's command poll: leased commands, each acknowledged and reported as `report` says. */
@@ -283,6 +283,20 @@ describe("the operator dashboard in a real browser", () => {
     expect(Number(first.get("since"))).toBeGreaterThan(0);
     expect(Number(second.get("since"))).toBeGreaterThanOrEqual(Number(first.get("since")));
     expect(second.get("ticket")).not.toBe(first.get("ticket"));
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(`${base}/dashboard/login`);
+    await page.close();
+  }, 60_000);
+
+  it("follows the site over server-sent events where WebSockets are unavailable", async () => {
+    const page = await newPage();
+    // As behind a proxy that refuses WebSocket upgrades: the page has no WebSocket at all.
+    await page.addInitScript({ content: "delete window.WebSocket;" });
+    await signIn(page, owner);
+    await openSite(page, "live (events)");
+    expect(await statusOf(page)).toBe("error");
+    expect((await call("/api/v1/agent/heartbeat", { method: "POST", headers: device.headers, body: {} })).json.device_status).toBe("online");
+    await expect.poll(() => statusOf(page), { timeout: 2_000, interval: 50 }).toBe("online");
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.waitForURL(`${base}/dashboard/login`);
     await page.close();
