@@ -302,6 +302,46 @@ describe("the operator dashboard in a real browser", () => {
     await page.close();
   }, 60_000);
 
+  it("an operator queues a command, pushes a configuration, suspends and resumes a device and rotates its key", async () => {
+    const page = await newPage();
+    await signIn(page, owner);
+    await page.goto(`${base}/dashboard/device?device_id=${device.id}`);
+    await page.getByRole("heading", { name: "Actions" }).waitFor({ timeout: UI_TIMEOUT });
+    const commandTypes = () => page.locator("#commands tr[data-command] td:first-child").allTextContents();
+
+    await page.getByLabel("Command type").fill("ping");
+    await page.getByLabel("Payload (JSON object, optional)").fill('{"count": 3}');
+    await page.getByRole("button", { name: "Queue command" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Queue" }).click();
+    await expect.poll(commandTypes, { timeout: UI_TIMEOUT }).toContain("ping");
+
+    await page.getByLabel("Configuration URL").fill("https://config.example.com/pos/2026-11.json");
+    await page.getByRole("button", { name: "Push config" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Push config" }).click();
+    await expect.poll(commandTypes, { timeout: UI_TIMEOUT }).toContain("update_config");
+    const leased = await poll("completed");
+    expect(leased.map((c) => c.command_type).sort()).toEqual(["ping", "update_config"]);
+
+    const lifecycle = () => page.locator('[data-fact="Lifecycle"]').textContent();
+    await page.getByRole("button", { name: "Suspend" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Suspend" }).click();
+    await expect.poll(lifecycle, { timeout: UI_TIMEOUT }).toBe("suspended");
+    expect((await call("/api/v1/agent/heartbeat", { method: "POST", headers: device.headers, body: {} })).status).toBe(403);
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Resume" }).click();
+    await expect.poll(lifecycle, { timeout: UI_TIMEOUT }).toBe("active");
+
+    // The new key is shown once, and it is the one the device must use from now on.
+    await page.getByRole("button", { name: "Rotate key" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Rotate key" }).click();
+    const key = await page.locator(".secret code").textContent({ timeout: UI_TIMEOUT });
+    expect((await call("/api/v1/agent/heartbeat", { method: "POST", headers: device.headers, body: {} })).status).toBe(401);
+    device.headers["X-API-Key"] = key!;
+    expect((await call("/api/v1/agent/heartbeat", { method: "POST", headers: device.headers, body: {} })).status).toBe(200);
+    await shot(page, "device-actions");
+    await page.close();
+  }, 60_000);
+
   it("draws only the rows in view of a 500-device site, and every device is reachable by scrolling or search", async () => {
     const login = await call("/api/v1/auth/login", { method: "POST", body: owner });
     const token = login.json.data.access_token as string;

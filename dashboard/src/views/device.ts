@@ -72,11 +72,17 @@ export async function deviceView(main: HTMLElement, session: Session, deviceId: 
       ], series.from, series.to), h("figcaption", {}, "Hourly averages over 24 hours: CPU (blue), memory (orange), disk (grey), in %")]);
   };
 
-  const actions = operate ? deviceActions(device, async () => {
-    device = await api<DeviceDetail>(`/api/v1/devices/${enc(deviceId)}`);
-    drawFacts();
-    await drawCommands();
-  }) : h("p", { class: "muted" }, "Your role on this site is viewer: you can watch, not act.");
+  const actions = h("div");
+  // Which actions apply depends on the lifecycle state (suspend or resume): drawn again after each one.
+  const drawActions = () => replace(actions, operate
+    ? deviceActions(device, async (lifecycleChanged) => {
+      device = await api<DeviceDetail>(`/api/v1/devices/${enc(deviceId)}`);
+      drawFacts();
+      if (lifecycleChanged) drawActions();
+      await drawCommands();
+    })
+    : h("p", { class: "muted" }, "Your role on this site is viewer: you can watch, not act."));
+  drawActions();
 
   heading(main, device.name,
     h("p", { class: "muted" }, device.device_id, " · site ", link(`${BASE}/site?site_id=${enc(device.site_id)}`, device.site_id), ` · your role: ${role}`),
@@ -103,14 +109,14 @@ export async function deviceView(main: HTMLElement, session: Session, deviceId: 
   signal.addEventListener("abort", () => channel.close());
 }
 
-function deviceActions(device: DeviceDetail, changed: () => Promise<void>) {
+function deviceActions(device: DeviceDetail, changed: (lifecycleChanged: boolean) => Promise<void>) {
   const id = enc(device.device_id);
   const queue = (type: string, payload?: Record<string, unknown>) =>
     api(`/api/v1/devices/${id}/commands`, { method: "POST", body: { command_type: type, ...(payload ? { payload } : {}) } });
-  const button = (label: string, question: string, run: () => Promise<unknown>, done: string) =>
+  const button = (label: string, question: string, run: () => Promise<unknown>, done: string, lifecycle = false) =>
     h("button", { type: "button", onclick: async () => {
       if (!(await confirmAction(question, label))) return;
-      if (await perform(run, done)) await changed();
+      if (await perform(run, done)) await changed(lifecycle);
     } }, label);
 
   const commandType = h("input", { id: "command-type", required: true, placeholder: "ping", maxlength: 64 });
@@ -129,7 +135,7 @@ function deviceActions(device: DeviceDetail, changed: () => Promise<void>) {
       return;
     }
     if (!(await confirmAction(`Queue ${commandType.value} for ${device.name}?`, "Queue"))) return;
-    if (await perform(() => queue(commandType.value, body), `${commandType.value} queued for ${device.name}`)) await changed();
+    if (await perform(() => queue(commandType.value, body), `${commandType.value} queued for ${device.name}`)) await changed(false);
   });
 
   const configUrl = h("input", { id: "config-url", type: "url", required: true, placeholder: "https://config.example.com/pos.json" });
@@ -139,7 +145,7 @@ function deviceActions(device: DeviceDetail, changed: () => Promise<void>) {
   configForm.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (!(await confirmAction(`Push the configuration at ${configUrl.value} to ${device.name}?`, "Push config"))) return;
-    if (await perform(() => queue("update_config", { config_url: configUrl.value }), `Configuration push queued for ${device.name}`)) await changed();
+    if (await perform(() => queue("update_config", { config_url: configUrl.value }), `Configuration push queued for ${device.name}`)) await changed(false);
   });
 
   const newKey = h("p", { class: "secret", hidden: true, role: "status" });
@@ -156,8 +162,8 @@ function deviceActions(device: DeviceDetail, changed: () => Promise<void>) {
     h("div", { class: "buttons" },
       device.lifecycle_state === "active" ? button("Restart", `Restart ${device.name}? It receives the command at its next poll.`, () => queue("restart"), `Restart queued for ${device.name}`) : null,
       device.lifecycle_state === "active"
-        ? button("Suspend", `Suspend ${device.name}? Its calls are refused until it is resumed.`, () => api(`/api/v1/devices/${id}/suspend`, { method: "POST" }), `${device.name} suspended`)
-        : device.lifecycle_state === "suspended" ? button("Resume", `Resume ${device.name}?`, () => api(`/api/v1/devices/${id}/resume`, { method: "POST" }), `${device.name} resumed`) : null,
+        ? button("Suspend", `Suspend ${device.name}? Its calls are refused until it is resumed.`, () => api(`/api/v1/devices/${id}/suspend`, { method: "POST" }), `${device.name} suspended`, true)
+        : device.lifecycle_state === "suspended" ? button("Resume", `Resume ${device.name}?`, () => api(`/api/v1/devices/${id}/resume`, { method: "POST" }), `${device.name} resumed`, true) : null,
       rotate),
     newKey, queueForm, configForm);
 }
