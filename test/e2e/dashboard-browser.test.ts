@@ -382,6 +382,31 @@ describe("the operator dashboard in a real browser", () => {
     await page.close();
   }, 120_000);
 
+  it("an operator creates a bootstrap key that enrols a device, and cancels a job", async () => {
+    const page = await newPage();
+    await signIn(page, owner);
+    await page.goto(`${base}/dashboard/enrolment?site_id=${siteId}`);
+    await page.getByRole("button", { name: "Create bootstrap key" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Create key" }).click();
+    const key = await page.locator("#shown-once code").textContent({ timeout: UI_TIMEOUT });
+    const enrolled = await call("/api/v1/devices/bootstrap-provision", { method: "POST", body: { site_id: siteId, device_name: "Till 2", bootstrap_key: key } });
+    expect(enrolled.status).toBe(201);
+
+    await page.goto(`${base}/dashboard/site?site_id=${siteId}`);
+    await expect.poll(() => page.locator("#live-state").textContent(), { timeout: UI_TIMEOUT }).toBe("live");
+    await page.getByLabel("Action").selectOption("restart");
+    await page.getByRole("button", { name: "Create job" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Create job" }).click();
+    await page.locator("#job-list a", { hasText: "restart" }).first().click();
+    await page.waitForURL(/\/dashboard\/job\?job_id=/);
+    await page.getByRole("button", { name: "Cancel job" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Cancel job" }).click();
+    await expect.poll(() => page.locator("#job-summary [data-status]").getAttribute("data-status"), { timeout: UI_TIMEOUT }).toBe("cancelled");
+    await expect.poll(() => page.getByRole("button", { name: "Cancel job" }).count(), { timeout: UI_TIMEOUT }).toBe(0);
+    await shot(page, "job-cancelled");
+    await page.close();
+  }, 60_000);
+
   it("kept every request on the service and logged no error", () => {
     expect(outside, "requests to other origins").toEqual([]);
     expect(problems, "console errors, page errors, CSP violations").toEqual([]);
