@@ -22,7 +22,12 @@ export async function api<T>(path: string, init: { method?: string; body?: Json 
   });
   if (response.status === 204) return undefined as T;
   const text = await response.text();
-  const body: unknown = text ? JSON.parse(text) : undefined;
+  let body: unknown;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    throw new ApiError(response.status, `The service answered ${response.status} with something other than JSON`);
+  }
   if (response.status === 401 && !path.startsWith("/api/v1/auth/")) window.dispatchEvent(new Event(SIGNED_OUT_EVENT));
   if (!response.ok) throw new ApiError(response.status, detailOf(body) ?? `HTTP ${response.status}`);
   return body as T;

@@ -1,6 +1,6 @@
 import { api, enc, type Command, type DeviceDetail, type Role } from "../api";
 import { BASE, canOperate, confirmAction, errorBox, heading, link, perform, roleOn, type Session } from "../app";
-import { ago, h, replace } from "../dom";
+import { ago, announce, h, replace } from "../dom";
 import { percentChart } from "../charts";
 import { channelPosition, LiveChannel } from "../live";
 
@@ -131,7 +131,8 @@ function deviceActions(device: DeviceDetail, changed: (lifecycleChanged: boolean
     try {
       body = payload.value.trim() ? JSON.parse(payload.value) as Record<string, unknown> : undefined;
     } catch {
-      await perform(() => Promise.reject(new Error("the payload is not valid JSON")), "");
+      announce("The payload is not valid JSON: give an object such as {\"count\": 3}, or leave it empty.", "error");
+      payload.focus();
       return;
     }
     if (!(await confirmAction(`Queue ${commandType.value} for ${device.name}?`, "Queue"))) return;
