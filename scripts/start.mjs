@@ -1,5 +1,6 @@
 // `npm start`: everything needed to run Fleet Edge locally, then `wrangler dev`.
 //   1. copies the Swagger UI / ReDoc browser bundles into public/vendor (scripts/vendor-docs-assets.mjs)
+//      and builds the operator dashboard into public/dashboard (scripts/build-dashboard.mjs)
 //   2. creates .dev.vars with a freshly generated JWT_SECRET when there is none (gitignored, never committed)
 //   3. applies the D1 migrations to the local database (.wrangler/state), without asking
 //   4. serves the Worker with `wrangler dev` on http://${HOST:-127.0.0.1}:${PORT:-8787}
@@ -43,6 +44,7 @@ function run(label, args, extraEnv = {}) {
 
 // 1. Documentation assets.
 run("Copying Swagger UI and ReDoc assets into public/vendor", [join(root, "scripts", "vendor-docs-assets.mjs")]);
+run("Building the operator dashboard into public/dashboard", [join(root, "scripts", "build-dashboard.mjs")]);
 
 // 2. Local secrets.
 const devVars = join(root, ".dev.vars");
@@ -63,6 +65,7 @@ run("Applying D1 migrations to the local database", [wrangler, "d1", "migrations
 // 4. Serve.
 console.log(`
 ▶ Starting wrangler dev on ${base}
+    Dashboard      ${base}/dashboard/
     API            ${base}/
     Swagger UI     ${base}/docs
     ReDoc          ${base}/redoc

@@ -28,6 +28,7 @@ import { pushRoutes } from "./push/routes";
 import { rolloutRoutes } from "./rollouts/routes";
 import { siteTimeZoneRoutes } from "./sites/time-zone";
 import { aiAssistantRoutes, aiV1Routes, legacyPredictRoutes } from "./ai/routes";
+import { dashboardRoutes } from "./dashboard/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -48,6 +49,9 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/", router: rootRoutes },
   { prefix: "/", router: docsRoutes(openApiDocument) },
   { prefix: "/api/v1/health", router: healthRoutes },
+
+  // The operator dashboard: a screen opened by its address (its page and files are static assets)
+  { prefix: "/", router: dashboardRoutes },
 
   { prefix: "/api/v1/auth", router: authRoutes },
 

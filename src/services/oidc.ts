@@ -102,6 +102,9 @@ export interface OidcSettings {
   afterLoginUrl: string;
 }
 
+/** Whether OpenID Connect sign-in is offered: its three required settings are present. */
+export const oidcConfigured = (config: AppConfig) => Boolean(config.oidc.issuer && config.oidc.clientId && config.oidc.clientSecret);
+
 /** The settings, or 503 naming what is missing or malformed. `requestUrl` supplies the defaults' origin. */
 export function oidcSettings(config: AppConfig, requestUrl: string): OidcSettings {
   const { issuer, clientId, clientSecret, redirectUri, scopes, frontendUrl } = config.oidc;
@@ -122,7 +125,7 @@ export function oidcSettings(config: AppConfig, requestUrl: string): OidcSetting
     redirectUri: callback,
     scopes,
     cookiePath: new URL(callback).pathname,
-    afterLoginUrl: frontendUrl ? `${frontendUrl}/dashboard` : `${origin}/docs`,
+    afterLoginUrl: frontendUrl ? `${frontendUrl}/dashboard` : `${origin}/dashboard/`,
   };
 }
 

@@ -27,11 +27,13 @@ const UNAUTHENTICATED = [
   "POST /api/v1/auth/signup", "POST /api/v1/auth/login", "GET /api/v1/auth/login", "GET /api/v1/auth/callback",
   // A browser reports its own crashes before or after sign-in.
   "POST /api/v1/analytics/error",
+  // The dashboard: its screens, the sign-in choices they show and sign-out (which only clears the cookie).
+  "GET /dashboard/{view}", "GET /api/v1/auth/methods", "POST /api/v1/auth/logout",
 ];
 const UNAUTHENTICATED_PATTERNS = [/^POST \/.*\/claim$/, /^POST \/(api\/v1\/)?devices\/bootstrap-provision$/];
 const mayBeAnonymous = (op: string) => UNAUTHENTICATED.includes(op) || UNAUTHENTICATED_PATTERNS.some((re) => re.test(op));
 
-const SERVICE_ROOT = new Set(["/", "/health", "/status", "/version", "/docs", "/redoc", "/openapi.json"]);
+const SERVICE_ROOT = new Set(["/", "/health", "/status", "/version", "/docs", "/redoc", "/openapi.json", "/dashboard/{view}"]);
 // Path forms: device-side paths of the replaced service that keep answering under /api/v1.
 const V1_COMPATIBILITY = [
   /^\/api\/v1\/agent\/(device-dna|heartbeat|telemetry)$/,

@@ -8,7 +8,8 @@ import { ACCESS_TOKEN_COOKIE } from "../../middleware/auth";
 import { recordAudit } from "../../services/audit";
 import { acceptInvitations } from "../../services/invitations";
 import { issueAccessToken } from "../../services/tokens";
-import { LOGIN_STATE_COOKIE, LOGIN_STATE_TTL_S, completeLogin, startLogin } from "../../services/oidc";
+import { LOGIN_STATE_COOKIE, LOGIN_STATE_TTL_S, completeLogin, oidcConfigured, startLogin } from "../../services/oidc";
+import { assertCookieOrigin } from "../../middleware/cookie-origin";
 import { clientOfRequest, limitSignups } from "../../services/credential-throttle";
 import { createUser, deleteUser, findUserByEmail, setUserActive, verifyLogin } from "../../services/users";
 import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
@@ -119,7 +120,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Finish OpenID Connect login",
-    description: "Where the identity provider sends the browser back. Checks `state` against the `oidc_login` cookie, exchanges the code with the PKCE verifier, verifies the ID token against the provider's keys (signature, iss, aud, exp, iat, nonce), then signs in the account linked to that identity; else links the account with the same e-mail address if the provider verified it; else creates a regular account (no password, never an administrator). Sets the `access_token` cookie as password login does and redirects to `{FRONTEND_URL}/dashboard` (or `/docs` of this service when FRONTEND_URL is unset). Refusals are audited as `login_failed` with the reason and create nothing: 400 missing or wrong state, no code, or the provider's own refusal; 401 a code the provider refuses (expired, replayed) or an ID token that fails verification; 403 a deactivated account; 409 an existing account whose e-mail address the provider did not verify; 502 the provider cannot be reached; 503 not configured. See docs/oidc.md.",
+    description: "Where the identity provider sends the browser back. Checks `state` against the `oidc_login` cookie, exchanges the code with the PKCE verifier, verifies the ID token against the provider's keys (signature, iss, aud, exp, iat, nonce), then signs in the account linked to that identity; else links the account with the same e-mail address if the provider verified it; else creates a regular account (no password, never an administrator). Sets the `access_token` cookie as password login does and redirects to `{FRONTEND_URL}/dashboard` (or this service's own dashboard, `/dashboard/`, when FRONTEND_URL is unset). Refusals are audited as `login_failed` with the reason and create nothing: 400 missing or wrong state, no code, or the provider's own refusal; 401 a code the provider refuses (expired, replayed) or an ID token that fails verification; 403 a deactivated account; 409 an existing account whose e-mail address the provider did not verify; 502 the provider cannot be reached; 503 not configured. See docs/oidc.md.",
     request: { query: s.OidcCallbackQuery },
     responses: { 302: { description: "Signed in: `access_token` cookie set, redirect to the front end (Location)" } },
     errors: [400, 401, 403, 409, 502, 503],
@@ -129,6 +130,41 @@ authRoutes.openapi(
     setAccessTokenCookie(c, await issueAccessToken(c.var.config, done.user));
     deleteCookie(c, LOGIN_STATE_COOKIE, { path: done.cookiePath, httpOnly: true, sameSite: "Lax", secure: c.var.config.cookie.secure });
     return c.redirect(done.afterLoginUrl, 302);
+  },
+);
+
+authRoutes.openapi(
+  apiRoute({
+    method: "get",
+    path: "/methods",
+    auth: "none",
+    tags: ["Auth"],
+    summary: "How one can sign in here",
+    description: "`password` is always offered; `oidc` when OpenID Connect is configured (OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET set), in which case `oidc_login_url` starts it in a browser. The dashboard's sign-in screen shows its buttons from this.",
+    responses: { 200: jsonResponse(s.SignInMethods, "Sign-in methods") },
+  }),
+  (c) => {
+    const oidc = oidcConfigured(c.var.config);
+    return c.json({ password: true, oidc, oidc_login_url: oidc ? "/api/v1/auth/login?redirect=1" : null }, 200);
+  },
+);
+
+authRoutes.openapi(
+  apiRoute({
+    method: "post",
+    path: "/logout",
+    auth: "none",
+    tags: ["Auth"],
+    summary: "Sign this browser out",
+    description: "Clears the httpOnly `access_token` cookie, which a page's scripts cannot do themselves. Needs no credentials (an expired session can still be ended) but is refused (403) from a page of another origin, so no other site can sign a user out. The token itself stays valid until it expires (ACCESS_TOKEN_MINUTES): a client holding it as a bearer token is unaffected. 204 whether or not a cookie was set.",
+    responses: { 204: { description: "Signed out: the cookie is cleared" } },
+    errors: [403],
+  }),
+  (c) => {
+    assertCookieOrigin(c.req.raw, c.var.config.corsOrigins);
+    const { cookie } = c.var.config;
+    deleteCookie(c, ACCESS_TOKEN_COOKIE, { path: "/", httpOnly: true, sameSite: cookie.sameSite, secure: cookie.secure || cookie.sameSite === "None" });
+    return c.body(null, 204);
   },
 );
 

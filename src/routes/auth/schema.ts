@@ -78,3 +78,11 @@ export const OidcCallbackQuery = z.object({
   error: z.string().max(256).optional().openapi({ description: "Set by the provider instead of `code` when it refused the login" }),
   error_description: z.string().max(1024).optional(),
 });
+
+export const SignInMethods = z
+  .object({
+    password: z.boolean(),
+    oidc: z.boolean(),
+    oidc_login_url: z.string().nullable().openapi({ description: "Where a browser starts OpenID Connect sign-in; null when it is not configured" }),
+  })
+  .openapi("SignInMethods");

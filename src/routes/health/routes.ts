@@ -50,8 +50,15 @@ export const rootRoutes = newRouter();
 
 rootRoutes.openapi(
   apiRoute({ method: "get", path: "/", auth: "none", tags: TAGS, summary: "Service banner",
-    responses: { 200: jsonResponse(z.object({ message: z.string(), version: z.string(), docs: z.string(), openapi: z.string() }), "Banner") } }),
-  (c) => c.json({ message: "Fleet Edge device fleet management API", version: SERVICE_VERSION, docs: "/docs", openapi: "/openapi.json" }, 200),
+    description: "A browser (a request that accepts `text/html`) is sent to the operator dashboard at `/dashboard/` (302); every other client gets the JSON banner.",
+    responses: {
+      200: jsonResponse(z.object({ message: z.string(), version: z.string(), docs: z.string(), openapi: z.string() }), "Banner"),
+      302: { description: "To the operator dashboard (Location: /dashboard/)" },
+    } }),
+  (c) => {
+    if (/\btext\/html\b/.test(c.req.header("accept") ?? "")) return c.redirect("/dashboard/", 302);
+    return c.json({ message: "Fleet Edge device fleet management API", version: SERVICE_VERSION, docs: "/docs", openapi: "/openapi.json" }, 200);
+  },
 );
 
 rootRoutes.openapi(
