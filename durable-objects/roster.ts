@@ -103,13 +103,18 @@ export class Roster {
     this.host.sql.exec("UPDATE roster SET last_seen = ? WHERE device_id = ?", lastSeen, deviceId);
   }
 
+  /** When the next full re-read from D1 is due. */
+  nextResync(): number {
+    return (this.syncedAt() ?? 0) + ROSTER_RESYNC_MS;
+  }
+
   /** The alarm's safety net: a full re-read every ROSTER_RESYNC_MS while the roster is being read. */
   timedPart(): TimedPart {
     return {
       nextWake: (now) => {
         const syncedAt = this.syncedAt();
         if (syncedAt === undefined || this.lastReadMs === undefined || now - this.lastReadMs > ROSTER_READ_KEEPS_SYNCING_MS) return undefined;
-        return syncedAt + ROSTER_RESYNC_MS;
+        return this.nextResync();
       },
       onAlarm: async (now) => {
         const syncedAt = this.syncedAt();

@@ -246,7 +246,9 @@ export class SiteHub extends DurableObject<HubBindings> {
   /** The site's devices, newest first: the roster with live presence laid over it (no D1 read). */
   async siteDevices(siteId: string): Promise<RosterDevice[]> {
     this.bind(siteId);
-    const devices = await this.roster.devices(this.now());
+    const now = this.now();
+    const devices = await this.roster.devices(now);
+    await this.ensureAlarm(now, this.roster.nextResync());
     // Simulated agents report on demand: bring them up to now, so their status is current.
     await this.agentRuntime.syncSite(devices.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active")
       .map((d) => ({ device_id: d.device_id, device_type: d.device_type, created_at: d.created_at })));
