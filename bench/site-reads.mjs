@@ -16,7 +16,7 @@ import bcrypt from "bcryptjs";
 import { startService, ROOT } from "../scripts/lib/serve-bundle.mjs";
 import { assertScenarios, CONNECTIONS, DURATION_S, json, load, pool, printTable, startBaseline, writeResults } from "./lib.mjs";
 
-/** The original service's site health rate on this machine, 100 devices per site (from the issue that asked for the roster). */
+/** The original service's site health rate, measured on this machine with 100 devices per site. */
 const ORIGINAL_SITE_HEALTH_RPS = 104;
 const SITE_HEALTH_GOAL_RPS = 10 * ORIGINAL_SITE_HEALTH_RPS;
 const SITE_HEALTH_P99_GOAL_MS = 50;
