@@ -77,4 +77,25 @@ describe("the device emulator against the built service", () => {
       await fleet.stop();
     }
   });
+
+  it("enrols with an operator's login by creating and claiming enrolment intents", async () => {
+    const email = `emulator-operator-${Date.now()}@example.com`;
+    const password = "emulator-password";
+    const signup = await api("/api/v1/auth/signup", { method: "POST", body: { email, password } });
+    const token = signup.json.data.access_token as string;
+    const siteId = `EMU-OP-${Date.now().toString(36).toUpperCase()}`;
+    expect((await api("/api/v1/sites/sites", { method: "POST", token, body: { site_id: siteId, name: "Operator-enrolled store" } })).status).toBe(201);
+
+    const { startFleet } = await loadEmulator();
+    const fleet = startFleet({ url: base, siteId, devices: 2, enrolment: { kind: "operator", email, password }, cadence: { heartbeatS: 2, telemetryS: 2, pollS: 2 } });
+    try {
+      await until("both devices online", async () => fleet.stats.enrolled === 2 && fleet.online() === 2);
+      const intents = await api(`/api/v1/sites/${siteId}/enrolment-intents`, { token });
+      expect(intents.json.intents.map((i: { status: string }) => i.status)).toEqual(["consumed", "consumed"]);
+      const list = await api(`/api/v1/devices/sites/${siteId}/devices`, { token });
+      expect(list.json.map((d: { enrollment_method: string }) => d.enrollment_method)).toEqual(["pre-provisioned", "pre-provisioned"]);
+    } finally {
+      await fleet.stop();
+    }
+  });
 });
