@@ -329,7 +329,7 @@ export interface paths {
   "/api/v1/devices/sites/{site_id}/devices": {
     /**
      * A site's devices, newest first
-     * @description An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
+     * @description Served by the site's hub from its own copy of the site's devices, with each device's live `status` and `last_seen` (no database read for the devices). An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
      */
     get: operations["get_api_v1_devices_sites_site_id_devices"];
     /**
@@ -698,7 +698,7 @@ export interface paths {
     /**
      * A site's devices, newest first
      * @deprecated
-     * @description An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
+     * @description Served by the site's hub from its own copy of the site's devices, with each device's live `status` and `last_seen` (no database read for the devices). An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
      */
     get: operations["get_sites_site_id_devices"];
     /**
@@ -4411,7 +4411,7 @@ export interface operations {
   };
   /**
    * A site's devices, newest first
-   * @description An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
+   * @description Served by the site's hub from its own copy of the site's devices, with each device's live `status` and `last_seen` (no database read for the devices). An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
    */
   get_api_v1_devices_sites_site_id_devices: {
     parameters: {
@@ -7082,7 +7082,7 @@ export interface operations {
   /**
    * A site's devices, newest first
    * @deprecated
-   * @description An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
+   * @description Served by the site's hub from its own copy of the site's devices, with each device's live `status` and `last_seen` (no database read for the devices). An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.
    */
   get_sites_site_id_devices: {
     parameters: {

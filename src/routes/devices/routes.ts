@@ -161,7 +161,7 @@ export function siteDeviceRoutes(mount: MountOptions) {
     apiRoute({
       method: "get", path, auth: "user", access: { site: "viewer" }, deprecated, tags: TAGS,
       summary: "A site's devices, newest first",
-      description: "An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.",
+      description: "Served by the site's hub from its own copy of the site's devices, with each device's live `status` and `last_seen` (no database read for the devices). An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.",
       request: { params: s.SiteParams },
       responses: { 200: jsonResponse(z.array(s.DeviceListItem), "Devices") },
       errors: [404],
