@@ -232,23 +232,25 @@ export async function bootstrapProvision(env: Env, db: Db, input: BootstrapProvi
   if (!(await verifyThrottled(env, check, () => bootstrapKeyMatches(db, siteId, input.bootstrap_key)))) throw unauthorized(BOOTSTRAP_FAILED);
   const hub = siteHub(env, siteId);
   const { slot } = await hub.takeEnrolmentSlot(perHour);
+  let registered;
   try {
     if (await deviceNameTaken(db, siteId, input.device_name)) {
       throw conflict(`A device named '${input.device_name}' already exists in site ${siteId}`);
     }
-    const registered = await registerDevice(db, {
+    registered = await registerDevice(db, {
       siteId,
       name: input.device_name,
       deviceType: input.device_type,
       osDetails: input.os_details,
       enrollmentMethod: "self-enrolled",
     }, request);
-    await hub.rosterChanged(registered.deviceId);
-    return registered;
   } catch (error) {
     await hub.giveBackEnrolmentSlot(slot);
     throw error;
   }
+  // The device exists from here on: its enrolment slot stays taken whatever happens next.
+  await hub.rosterChanged(registered.deviceId);
+  return registered;
 }
 
 /** Operator-authenticated provisioning (setup wizard): the operator's token vouches for the device. */
