@@ -293,11 +293,12 @@ export class EmulatedDevice {
   private async execute(commandId: string, type: string, payload: Record<string, unknown>, signal: AbortSignal) {
     const o = this.options;
     const ack = await timedCall(o.stats, "ack", () => o.api.POST("/api/v1/commands/{command_id}/ack", { params: { path: { command_id: commandId } }, headers: this.headers(), signal }));
-    if (!ack.ok && ack.status !== 409) {
-      await this.handleFailure(ack, signal);
+    let report = this.reports.get(commandId);
+    // 409: the command is finished or cancelled. Only a command this device already ran is reported again.
+    if (!ack.ok && (ack.status !== 409 || !report)) {
+      if (ack.status !== 409) await this.handleFailure(ack, signal);
       return;
     }
-    let report = this.reports.get(commandId);
     if (!report) {
       o.stats.commands.received++;
       o.stats.noteExecution(commandId);
