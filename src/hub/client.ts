@@ -74,6 +74,16 @@ export class SiteHubClient {
     await this.stub.forgetDevice(this.siteId, deviceId);
   }
 
+  /** A device row of the site changed in D1 (registration, settings, DNA): the hub's roster re-reads it. */
+  async rosterChanged(deviceId: string) {
+    await this.stub.rosterChanged(this.siteId, deviceId);
+  }
+
+  /** The site's device list from the hub's roster, with live presence. */
+  async siteDevices() {
+    return parse(contract.RosterDeviceSchema.array(), await this.stub.siteDevices(this.siteId));
+  }
+
   async siteHealth() {
     return parse(contract.SiteHealthSchema, await this.stub.siteHealth(this.siteId));
   }

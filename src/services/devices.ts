@@ -18,8 +18,19 @@ export type DeviceRow = typeof devices.$inferSelect;
 
 export const findDevice = (db: Db, deviceId: string) => db.select().from(devices).where(eq(devices.deviceId, deviceId)).get();
 
-export async function listSiteDevices(db: Db, siteId: string) {
-  return db.select().from(devices).where(eq(devices.siteId, siteId)).orderBy(desc(devices.createdAt), desc(devices.id)).all();
+/** A site's devices, newest first, from its hub's roster (docs/architecture.md, "The site roster"). */
+export async function listSiteDevices(env: Env, siteId: string) {
+  return siteHub(env, siteId).siteDevices();
+}
+
+/** Site health (counts by live status and the device list), from its hub's roster. */
+export async function siteHealth(env: Env, siteId: string) {
+  return siteHub(env, siteId).siteHealth();
+}
+
+/** A device row changed in D1 in a way its site's device list shows: the hub's roster re-reads it. */
+export async function deviceListChanged(env: Env, siteId: string, deviceId: string) {
+  await siteHub(env, siteId).rosterChanged(deviceId);
 }
 
 export async function listAccessibleDevices(db: Db, user: AuthUser, filter: { siteId?: string; status?: string; limit: number; offset: number }) {
@@ -40,8 +51,10 @@ export async function listAccessibleDevices(db: Db, user: AuthUser, filter: { si
   return { rows, total: count?.n ?? 0 };
 }
 
-export async function createSiteDevice(db: Db, user: AuthUser, input: Omit<DeviceRegistrationInput, "enrollmentMethod" | "createdBy">, request?: Request) {
-  return registerDevice(db, { ...input, enrollmentMethod: "manual", createdBy: user.id }, request);
+export async function createSiteDevice(env: Env, db: Db, user: AuthUser, input: Omit<DeviceRegistrationInput, "enrollmentMethod" | "createdBy">, request?: Request) {
+  const registered = await registerDevice(db, { ...input, enrollmentMethod: "manual", createdBy: user.id }, request);
+  await deviceListChanged(env, input.siteId, registered.deviceId);
+  return registered;
 }
 
 export interface DeviceUpdate {
@@ -73,6 +86,7 @@ export async function updateDevice(env: Env, db: Db, user: AuthUser, device: Dev
   ]);
   // Presence reads the configured heartbeat interval from the hub's copy of the device.
   if (update.heartbeat_interval_s !== undefined) await deviceChanged(env, device.siteId, device.deviceId);
+  else await deviceListChanged(env, device.siteId, device.deviceId);
   return row;
 }
 
@@ -140,7 +154,8 @@ function pushRegistration(dna: DeviceDna): { pushToken: string; pushPlatform: Ve
 }
 
 /** DNA arrives at boot, not on the hot path: written straight to the device row. */
-export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) {
+export async function recordDeviceDna(env: Env, db: Db, device: { deviceId: string; siteId: string }, dna: DeviceDna) {
+  const { deviceId } = device;
   const at = currentDate().toISOString();
   await db.update(devices).set({
     ...pushRegistration(dna),
@@ -155,6 +170,7 @@ export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) 
     dnaUpdatedAt: at,
     updatedAt: at,
   }).where(eq(devices.deviceId, deviceId));
+  await deviceListChanged(env, device.siteId, deviceId);
   return at;
 }
 
@@ -228,11 +244,12 @@ export async function bootstrapProvision(env: Env, db: Db, input: BootstrapProvi
   if (!(await verifyThrottled(env, check, () => bootstrapKeyMatches(db, siteId, input.bootstrap_key)))) throw unauthorized(BOOTSTRAP_FAILED);
   const hub = siteHub(env, siteId);
   const { slot } = await hub.takeEnrolmentSlot(perHour);
+  let registered;
   try {
     if (await deviceNameTaken(db, siteId, input.device_name)) {
       throw conflict(`A device named '${input.device_name}' already exists in site ${siteId}`);
     }
-    return await registerDevice(db, {
+    registered = await registerDevice(db, {
       siteId,
       name: input.device_name,
       deviceType: input.device_type,
@@ -243,18 +260,23 @@ export async function bootstrapProvision(env: Env, db: Db, input: BootstrapProvi
     await hub.giveBackEnrolmentSlot(slot);
     throw error;
   }
+  // The device exists from here on: its enrolment slot stays taken whatever happens next.
+  await hub.rosterChanged(registered.deviceId);
+  return registered;
 }
 
 /** Operator-authenticated provisioning (setup wizard): the operator's token vouches for the device. */
-export async function provisionDevice(db: Db, user: AuthUser, input: { site_id: string; device_name: string; device_type?: string; os_details?: string }, request?: Request) {
+export async function provisionDevice(env: Env, db: Db, user: AuthUser, input: { site_id: string; device_name: string; device_type?: string; os_details?: string }, request?: Request) {
   if (!(await findSite(db, input.site_id))) throw notFound(`Site with ID '${input.site_id}' not found`);
   if (await deviceNameTaken(db, input.site_id, input.device_name)) {
     throw conflict(`A device named '${input.device_name}' already exists in site ${input.site_id}`);
   }
-  return registerDevice(db, {
+  const registered = await registerDevice(db, {
     siteId: input.site_id, name: input.device_name, deviceType: input.device_type, osDetails: input.os_details,
     enrollmentMethod: "provisioned", createdBy: user.id,
   }, request);
+  await deviceListChanged(env, input.site_id, registered.deviceId);
+  return registered;
 }
 
 export async function siteStats(db: Db, siteId: string) {

@@ -129,6 +129,26 @@ export const SiteHealthDeviceSchema = z.object({
 });
 export type SiteHealthDevice = z.infer<typeof SiteHealthDeviceSchema>;
 
+/**
+ * One device of a site's roster: the hub's copy of the device's row in D1 with its live status and
+ * last_seen laid over it (the site's device list).
+ */
+export const RosterDeviceSchema = z.object({
+  site_id: z.string(),
+  device_id: z.string(),
+  name: z.string(),
+  device_type: z.string(),
+  status: z.string(),
+  ip_address: z.string().nullable(),
+  device_source: z.enum(["real", "simulated"]),
+  enrollment_method: z.string(),
+  lifecycle_state: z.enum(["active", "suspended", "retired"]),
+  last_seen: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type RosterDevice = z.infer<typeof RosterDeviceSchema>;
+
 export const SiteHealthSchema = z.object({
   site_id: z.string(),
   total_devices: z.number().int(),
