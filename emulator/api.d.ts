@@ -6,7 +6,10 @@
 
 export interface paths {
   "/": {
-    /** Service banner */
+    /**
+     * Service banner
+     * @description A browser (a request that accepts `text/html`) is sent to the operator dashboard at `/dashboard/` (302); every other client gets the JSON banner.
+     */
     get: operations["get_root"];
   };
   "/health": {
@@ -57,6 +60,13 @@ export interface paths {
      */
     post: operations["post_api_v1_health_stress_test"];
   };
+  "/dashboard/{view}": {
+    /**
+     * Operator dashboard screen
+     * @description The dashboard's page (the same as `/dashboard/`), for a screen opened by its address: login, sites, site, device, job, enrolment, members, audit. Which site, device or job a screen shows is in its query string (`?site_id=`, `?device_id=`, `?job_id=`). Signing in and every datum come from the API with the `access_token` cookie. 404 for another name, or when the dashboard was not built (`npm run build`).
+     */
+    get: operations["get_dashboard_view"];
+  };
   "/api/v1/auth/signup": {
     /**
      * Create an account
@@ -79,9 +89,23 @@ export interface paths {
   "/api/v1/auth/callback": {
     /**
      * Finish OpenID Connect login
-     * @description Where the identity provider sends the browser back. Checks `state` against the `oidc_login` cookie, exchanges the code with the PKCE verifier, verifies the ID token against the provider's keys (signature, iss, aud, exp, iat, nonce), then signs in the account linked to that identity; else links the account with the same e-mail address if the provider verified it; else creates a regular account (no password, never an administrator). Sets the `access_token` cookie as password login does and redirects to `{FRONTEND_URL}/dashboard` (or `/docs` of this service when FRONTEND_URL is unset). Refusals are audited as `login_failed` with the reason and create nothing: 400 missing or wrong state, no code, or the provider's own refusal; 401 a code the provider refuses (expired, replayed) or an ID token that fails verification; 403 a deactivated account; 409 an existing account whose e-mail address the provider did not verify; 502 the provider cannot be reached; 503 not configured. See docs/oidc.md.
+     * @description Where the identity provider sends the browser back. Checks `state` against the `oidc_login` cookie, exchanges the code with the PKCE verifier, verifies the ID token against the provider's keys (signature, iss, aud, exp, iat, nonce), then signs in the account linked to that identity; else links the account with the same e-mail address if the provider verified it; else creates a regular account (no password, never an administrator). Sets the `access_token` cookie as password login does and redirects to `{FRONTEND_URL}/dashboard` (or this service's own dashboard, `/dashboard/`, when FRONTEND_URL is unset). Refusals are audited as `login_failed` with the reason and create nothing: 400 missing or wrong state, no code, or the provider's own refusal; 401 a code the provider refuses (expired, replayed) or an ID token that fails verification; 403 a deactivated account; 409 an existing account whose e-mail address the provider did not verify; 502 the provider cannot be reached; 503 not configured. See docs/oidc.md.
      */
     get: operations["get_api_v1_auth_callback"];
+  };
+  "/api/v1/auth/methods": {
+    /**
+     * How one can sign in here
+     * @description `password` is always offered; `oidc` when OpenID Connect is configured (OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET set), in which case `oidc_login_url` starts it in a browser. The dashboard's sign-in screen shows its buttons from this.
+     */
+    get: operations["get_api_v1_auth_methods"];
+  };
+  "/api/v1/auth/logout": {
+    /**
+     * Sign this browser out
+     * @description Clears the httpOnly `access_token` cookie, which a page's scripts cannot do themselves. Needs no credentials (an expired session can still be ended) but is refused (403) from a page of another origin, so no other site can sign a user out. The token itself stays valid until it expires (ACCESS_TOKEN_MINUTES): a client holding it as a bearer token is unaffected. 204 whether or not a cookie was set.
+     */
+    post: operations["post_api_v1_auth_logout"];
   };
   "/api/v1/auth/me": {
     /** The current user */
@@ -467,6 +491,19 @@ export interface paths {
      */
     post: operations["post_api_v1_agent_device_dna"];
   };
+  "/api/v1/agent/channel": {
+    /**
+     * Device channel (WebSocket)
+     * @description One WebSocket per device to its site's hub, instead of separate heartbeat, telemetry and command calls. Admitted exactly like every device call (X-Device-ID and X-API-Key; bcrypt only for a key the hub has not seen pass, throttled): 401 for unknown credentials, 403 for a suspended or retired device and 429 while throttled, all before the upgrade.
+     *
+     * The hub greets with `hello` (`next_heartbeat_s`). The device sends `heartbeat`, `telemetry` (`samples`: 1–100), `ack` and `result` (`command_id`) and `ping`; each has the same effect and the same per-device rate limit as its HTTP call, and is answered with `heartbeat.ok`, `telemetry.ok`, `ack.ok`, `result.ok` or `pong` (carrying the message's `id` as `ref`). Commands queued for the device arrive at once as `command` (a `notify` command as `push`), leased for 60 s exactly as a poll leases them: without an ack before then the command is delivered again, on the channel or on the next poll. A device may switch between the channel and polling at any time.
+     *
+     * A message the hub cannot read gets an `error` message (`code: "bad_message"`) and the socket stays open; after 10 in a burst it is closed with 4429 "too many bad messages". Messages are at most 64 KB. The bare text `ping` is answered with `pong` without waking the hub. The hub closes the channel with 4401 when the key is rotated or the device deleted, 4403 when it is suspended or retired, and 4409 when the device opens another channel.
+     *
+     * Without an `Upgrade: websocket` header the answer is 200: whether the device has a channel open.
+     */
+    get: operations["get_api_v1_agent_channel"];
+  };
   "/api/v1/analytics/device-metrics": {
     /**
      * Device metrics (telemetry)
@@ -661,9 +698,272 @@ export interface paths {
   "/api/v1/audit/statistics": {
     /**
      * Event counts for a period
-     * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests from the request log (all requests for administrators, the caller's own otherwise).
+     * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests: for administrators all of them, from the raw request log where it still holds the period and from the hourly request rollups before that (the earliest hour counted whole); for other users their own requests, from the raw request log, so at most its retention back.
      */
     get: operations["get_api_v1_audit_statistics"];
+  };
+  "/api/v1/audit/export": {
+    /**
+     * Export the audit events of a period (administrators)
+     * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
+     *
+     * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+     *
+     * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
+     */
+    post: operations["post_api_v1_audit_export"];
+  };
+  "/api/v1/audit/reports": {
+    /**
+     * A report on the audit events of a period (administrators)
+     * @description Counts by category, severity and event type, the top users, devices and client addresses, and events per day, over `period` (start inclusive, end exclusive) and `categories`. Each report type counts:
+     * - `summary`: every event of the period
+     * - `security`: events of the `security_events` category (logins, refused access)
+     * - `device_activity`: events that name a device
+     * - `user_activity`: events that name a user
+     * `format: csv` gives the same figures as lines of `section,key,detail,events` (sections `total`, `category`, `severity`, `event_type`, `top_actor` with the e-mail as detail, `top_device` with the site, `top_ip_address`, `day`). See docs/audit-retention.md.
+     */
+    post: operations["post_api_v1_audit_reports"];
+  };
+  "/api/v1/audit/retention": {
+    /**
+     * The audit retention policy (administrators)
+     * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+     */
+    get: operations["get_api_v1_audit_retention"];
+    /**
+     * Set the audit retention policy (administrators)
+     * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+     *
+     * The change is audited as `config_updated` with the previous and the new policy. 422, and nothing changes, when `archive_after_days` exceeds `retention_days`, or `encryption_required` is asked without archiving or without a usable AUDIT_ARCHIVE_KEY.
+     */
+    post: operations["post_api_v1_audit_retention"];
+  };
+  "/api/v1/audit/archives": {
+    /**
+     * Audit archives written by the retention run (administrators)
+     * @description Newest day first.
+     */
+    get: operations["get_api_v1_audit_archives"];
+  };
+  "/api/v1/audit/archives/{archive_id}": {
+    /**
+     * Download an audit archive (administrators)
+     * @description The archive's NDJSON (one exported event per line, the fields of `POST /audit/export`), gzip-compressed when the archive is. An encrypted archive is decrypted with AUDIT_ARCHIVE_KEY; 409 when that key is missing or is not the one the archive was written with.
+     */
+    get: operations["get_api_v1_audit_archives_archive_id"];
+  };
+  "/api/v1/audit/status": {
+    /**
+     * The audit trail's retention state (administrators)
+     * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+     */
+    get: operations["get_api_v1_audit_status"];
+  };
+  "/api/v1/audit/config": {
+    /**
+     * The audit trail's effective settings (administrators)
+     * @description The retention policy, the retention run's bounds, the export, report and event limits, and the request log's settings. Secrets are never shown: `retention.encryption_key` only says whether the archive key is usable.
+     */
+    get: operations["get_api_v1_audit_config"];
+  };
+  "/api/v1/audit/performance": {
+    /**
+     * Audit write rate, query latencies and table size (administrators)
+     * @description Events written in the last hour and day, the latency of four typical audit queries measured on this request, and the table's row count and time span.
+     */
+    get: operations["get_api_v1_audit_performance"];
+  };
+  "/api/v1/audit/statistics/detailed": {
+    /**
+     * Audit statistics with per-site and per-hour breakdowns (administrators)
+     * @description The statistics of `GET /audit/statistics` over every event (an administrator's view), plus events per site and per UTC hour over `time_period_hours`.
+     */
+    get: operations["get_api_v1_audit_statistics_detailed"];
+  };
+  "/api/v1/audit/optimize": {
+    /**
+     * Run the audit retention now (administrators)
+     * @description One retention run, as the minute cron does it: archives what the policy says is due and deletes what it allows, within the same per-run bounds, and reports what it did (also recorded as the latest run). Without a policy nothing is pruned and `run` is null. A run that failed part-way reports its error and keeps what it did.
+     */
+    post: operations["post_api_v1_audit_optimize"];
+  };
+  "/api/v1/push/platforms": {
+    /**
+     * Push platforms and whether each can deliver
+     * @description Every platform the push API knows, with `available` true only where this service really delivers through it, and the reason either way.
+     */
+    get: operations["get_api_v1_push_platforms"];
+  };
+  "/api/v1/push/send": {
+    /**
+     * Send a notification to devices (operator)
+     * @description Targets: `device_id`, `device_ids` or `site_id` (every active device of the site). The caller needs the operator role on every target's site (administrators: every site); if any target is refused, nothing is sent: an unknown device, or one on a site the caller has no role on, is 404, a lower role 403. At most 1,000 target devices. Each target device gets the notification as a `notify` command `{title, body, data, priority}` with `ttl_seconds` as its time to live, through its site's command queue: `queued` until the device takes it on its next poll (at once on a long poll), `delivered` once it has; a simulated device's agent takes it at once. A device that cannot take it — suspended, retired, or already holding 50 open commands — is a `failed` target with the reason, and the others still go out. `GET /api/v1/push/{push_id}` shows each target's status as it stands. With an `Idempotency-Key` header, a retry by the same user with the same body queues nothing and answers the push it created, with its current status and the header `Idempotent-Replayed: true`; the same key with a different body is 422.
+     */
+    post: operations["post_api_v1_push_send"];
+  };
+  "/api/v1/push/send-bulk": {
+    /**
+     * Send several notifications at once (operator)
+     * @description Up to 100 notifications and 1,000 target devices in all (more is 422, and nothing is sent). Each notification names its own targets. Targets: `device_id`, `device_ids` or `site_id` (every active device of the site). The caller needs the operator role on every target's site (administrators: every site); if any target is refused, nothing is sent: an unknown device, or one on a site the caller has no role on, is 404, a lower role 403. Each target device gets the notification as a `notify` command `{title, body, data, priority}` with `ttl_seconds` as its time to live, through its site's command queue: `queued` until the device takes it on its next poll (at once on a long poll), `delivered` once it has; a simulated device's agent takes it at once. A device that cannot take it — suspended, retired, or already holding 50 open commands — is a `failed` target with the reason, and the others still go out. `GET /api/v1/push/{push_id}` shows each target's status as it stands. Results are listed per target with the index of its notification. With an `Idempotency-Key` header, a retry by the same user with the same body queues nothing and answers the push it created, with its current status and the header `Idempotent-Replayed: true`; the same key with a different body is 422.
+     */
+    post: operations["post_api_v1_push_send_bulk"];
+  };
+  "/api/v1/push/vapid-public-key": {
+    /**
+     * The public key browsers subscribe with
+     * @description The application server key for `PushManager.subscribe({applicationServerKey})`, base64url. 503 when Web Push is not configured (VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT).
+     */
+    get: operations["get_api_v1_push_vapid_public_key"];
+  };
+  "/api/v1/push/subscriptions": {
+    /**
+     * The caller's Web Push subscriptions
+     * @description Only the caller's own, newest first.
+     */
+    get: operations["get_api_v1_push_subscriptions"];
+    /**
+     * Register a browser's Web Push subscription
+     * @description The body is what `PushSubscription.toJSON()` gives: `{endpoint, keys: {p256dh, auth}}`; the endpoint must be https. The caller then gets Web Push notifications about devices going offline on the sites they can view. Registering an endpoint the caller already has refreshes its keys (200); a new one is 201. At most 20 per user (409 beyond). A subscription the push service reports gone (404 or 410) is removed. 503 when Web Push is not configured (VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT).
+     */
+    post: operations["post_api_v1_push_subscriptions"];
+  };
+  "/api/v1/push/subscriptions/{subscription_id}": {
+    /**
+     * Delete one of the caller's subscriptions
+     * @description Another user's subscription is 404, as an unknown one.
+     */
+    delete: operations["delete_api_v1_push_subscriptions_subscription_id"];
+  };
+  "/api/v1/push/subscriptions/{subscription_id}/test": {
+    /**
+     * Send a test notification to one of the caller's subscriptions
+     * @description Encrypts and sends a short notification now and answers what the push service said: `sent`, `expired` (404 or 410: the subscription was removed) or `failed` with the reason. Another user's subscription is 404. 503 when Web Push is not configured (VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT).
+     */
+    post: operations["post_api_v1_push_subscriptions_subscription_id_test"];
+  };
+  "/api/v1/push/{push_id}": {
+    /**
+     * A push and each target's delivery status
+     * @description Readable by anyone with a role (any role) on every site it reached, administrators and its sender alike; anyone else gets 404. Each target's status is read from its command now: `queued` while pending, `delivered` once the device has taken it, `failed` when it failed, expired or was cancelled (with the reason). Commands are kept 30 days after they finish; after that the status recorded at sending is shown.
+     */
+    get: operations["get_api_v1_push_push_id"];
+  };
+  "/api/v1/rollouts": {
+    /**
+     * List rollouts, newest first
+     * @description Rollouts touching a site the caller has a role on (administrators: all), optionally of one `status`; paged with `limit` (default 50, max 500) and `offset`, with `total`. The status here is the one last recorded; read a rollout for its live figures.
+     */
+    get: operations["get_api_v1_rollouts"];
+    /**
+     * Create a fleet-wide rollout (operator on every targeted site, or tenant owner)
+     * @description Targets `site_ids` (operator role on every one) or every active site of `tenant_id` (tenant owner), optionally narrowed by `device_filter`; access is checked before anything happens. Every field but `name`, a target and `action` has a default, shown on the field and in `settings` of the answer. With an `Idempotency-Key`, a repeat by the same user with the same body creates nothing and answers the same rollout (header `Idempotent-Replayed: true`); with a different body, 422. `scheduled → running (wave k) → completed | aborted`, and `paused` in between. The rollout's orchestrator starts each site's devices of the current wave as jobs of that site, never more at once than the site's budget (`executing` or `recovering`: changed but not yet back online and healthy), only inside the start window of the site's own time zone. A finished wave soaks before the next starts. The rollout aborts when the current wave's failure rate passes `max_failure_rate` (once `min_executions` have finished) or the failures reach `max_failures`: nothing starts any more, queued executions are cancelled and the rollback (if any) is queued for the devices already changed. Progress is published as `rollout.progress` on each site's live channel. See docs/rollouts.md.
+     */
+    post: operations["post_api_v1_rollouts"];
+  };
+  "/api/v1/rollouts/{rollout_id}": {
+    /**
+     * A rollout with its live progress per wave and per site
+     * @description Any role on one of its sites; otherwise 404, as for an unknown id. `progress` counts devices as pending, running (executing or recovering), succeeded, failed and skipped, for the whole rollout, each wave and each site (with its budget and the most devices it ever had in flight). `scheduled → running (wave k) → completed | aborted`, and `paused` in between. The rollout's orchestrator starts each site's devices of the current wave as jobs of that site, never more at once than the site's budget (`executing` or `recovering`: changed but not yet back online and healthy), only inside the start window of the site's own time zone. A finished wave soaks before the next starts. The rollout aborts when the current wave's failure rate passes `max_failure_rate` (once `min_executions` have finished) or the failures reach `max_failures`: nothing starts any more, queued executions are cancelled and the rollback (if any) is queued for the devices already changed. Progress is published as `rollout.progress` on each site's live channel. See docs/rollouts.md.
+     */
+    get: operations["get_api_v1_rollouts_rollout_id"];
+  };
+  "/api/v1/rollouts/{rollout_id}/pause": {
+    /**
+     * Pause a rollout (operator on every site of it, or tenant owner)
+     * @description No device starts until resumed; devices already started keep being followed (and can still abort the rollout). Pausing a paused rollout answers it again. Audited as rollout_paused on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+     */
+    post: operations["post_api_v1_rollouts_rollout_id_pause"];
+  };
+  "/api/v1/rollouts/{rollout_id}/resume": {
+    /**
+     * Resume a rollout (operator on every site of it, or tenant owner)
+     * @description A paused rollout goes on where it stopped; 409 unless paused. Audited as rollout_resumed on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+     */
+    post: operations["post_api_v1_rollouts_rollout_id_resume"];
+  };
+  "/api/v1/rollouts/{rollout_id}/abort": {
+    /**
+     * Abort a rollout (operator on every site of it, or tenant owner)
+     * @description Stops the rollout for good: nothing starts, queued executions are cancelled, the rollback (if any) is queued for changed devices. Audited as rollout_aborted on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+     */
+    post: operations["post_api_v1_rollouts_rollout_id_abort"];
+  };
+  "/api/v1/rollouts/{rollout_id}/promote": {
+    /**
+     * Promote a rollout (operator on every site of it, or tenant owner)
+     * @description Skips the soak of the current wave: the next wave starts as soon as this one has finished (at once if it is soaking). Audited as rollout_promoted on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+     */
+    post: operations["post_api_v1_rollouts_rollout_id_promote"];
+  };
+  "/api/v1/sites/{site_id}/time-zone": {
+    /**
+     * Set the site's time zone (owner)
+     * @description An IANA time zone name (e.g. `Europe/Paris`, `America/New_York`, `UTC`), checked against the runtime's time zone database; unknown names are 422. Rollout start windows are read in it (docs/rollouts.md); a rollout already created keeps the zone it was planned with. Audited as site_updated.
+     */
+    put: operations["put_api_v1_sites_site_id_time_zone"];
+  };
+  "/api/ai/analyze": {
+    /**
+     * Score metrics for anomalies, with reasons
+     * @description With `device_id` (viewer role on its site, else 404) the metrics are scored in the device's site hub against its own baseline (its last day of stored samples), or its site peers' when it has too little history, or not at all (`anomaly_score` null with `samples_needed`). Without `device_id`, against fleet-wide defaults. Nothing is stored.
+     */
+    post: operations["post_api_ai_analyze"];
+  };
+  "/api/ai/anomalies": {
+    /**
+     * Current anomalies across the caller's sites
+     * @description Devices with a current anomaly across the caller's sites (or the one `site_id` names: viewer role, else 404), highest score first. Each site's hub scores its devices' latest values against each device's own last day of stored samples (median and robust spread per metric), or against its site peers when it has fewer than 12 samples; `reasons` name each metric that stands out, its value, its baseline and the deviation. A device without enough data is left out, never given an invented score. Scores are 0.0–1.0; 0.5 is the anomaly threshold.
+     */
+    get: operations["get_api_ai_anomalies"];
+  };
+  "/api/ai/query": {
+    /**
+     * Ask a question about devices or the fleet
+     * @description The intent (status, health, risk, anomalies, history, comparison, help) is read from the text, and device ids in it are looked up among the devices the caller can view (any other id is ignored). For each named device a CURRENT SYSTEM STATUS block (its live risk assessment and last 5 events, from its site's hub) comes first in `context` and in `response`, ahead of the caller's last 5 exchanges (kept for a day). The answer is composed from the records, follows the caller's persona (`/api/ai/mode`) and lists its `sources`. The text is data, never instructions: the assistant queues, changes and deletes nothing, whatever it says. `device_id` or `site_id` in the body need the viewer role (else 404).
+     */
+    post: operations["post_api_ai_query"];
+  };
+  "/api/ai/mode": {
+    /**
+     * The caller's persona
+     * @description Maintenance until the caller chooses another.
+     */
+    get: operations["get_api_ai_mode"];
+    /**
+     * Set the assistant's persona for the caller
+     * @description Maintenance (what to fix now), Predictive (risks and trends) or Executive (fleet-level counts), in any case; anything else is 422. Stored per user.
+     */
+    post: operations["post_api_ai_mode"];
+  };
+  "/api/ai/conversation": {
+    /**
+     * Forget the caller's conversation
+     * @description Deletes every exchange the assistant keeps for the caller (it keeps the last 5, each for a day).
+     */
+    delete: operations["delete_api_ai_conversation"];
+  };
+  "/api/v1/ai/anomalies": {
+    /**
+     * Current anomalies across the caller's sites
+     * @description Devices with a current anomaly across the caller's sites (or the one `site_id` names: viewer role, else 404), highest score first. Each site's hub scores its devices' latest values against each device's own last day of stored samples (median and robust spread per metric), or against its site peers when it has fewer than 12 samples; `reasons` name each metric that stands out, its value, its baseline and the deviation. A device without enough data is left out, never given an invented score. Scores are 0.0–1.0; 0.5 is the anomaly threshold.
+     */
+    get: operations["get_api_v1_ai_anomalies"];
+  };
+  "/api/v1/ai/predict/{device_id}": {
+    /**
+     * A device's failure risk
+     * @description Failure risk 0.0–1.0 of one device (viewer role on its site), computed in its site's hub from its stored history over the last `hours`: the robust (Theil–Sen) trend of CPU, memory and disk projected to their failure thresholds (95, 95 and 98 %) gives `time_to_threshold`; the recent error rate, restarts and offline transitions add to it. `factors` and `recommendations` say why and what to do; `risk_level` is low (< 0.3), medium, high (≥ 0.6, the alert threshold) or critical (≥ 0.8). Fewer than 6 samples: `risk_score` null, `risk_level` unknown, with `samples_needed`.
+     */
+    get: operations["get_api_v1_ai_predict_device_id"];
+  };
+  "/predict/{device_id}": {
+    /**
+     * A device's failure risk (deprecated path: use /api/v1/ai/predict/{device_id})
+     * @deprecated
+     * @description Failure risk 0.0–1.0 of one device (viewer role on its site), computed in its site's hub from its stored history over the last `hours`: the robust (Theil–Sen) trend of CPU, memory and disk projected to their failure thresholds (95, 95 and 98 %) gives `time_to_threshold`; the recent error rate, restarts and offline transitions add to it. `factors` and `recommendations` say why and what to do; `risk_level` is low (< 0.3), medium, high (≥ 0.6, the alert threshold) or critical (≥ 0.8). Fewer than 6 samples: `risk_score` null, `risk_level` unknown, with `samples_needed`.
+     */
+    get: operations["get_predict_device_id"];
   };
   "/sites": {
     /**
@@ -854,6 +1154,20 @@ export interface paths {
      */
     post: operations["post_agent_device_dna"];
   };
+  "/agent/channel": {
+    /**
+     * Device channel (WebSocket)
+     * @deprecated
+     * @description One WebSocket per device to its site's hub, instead of separate heartbeat, telemetry and command calls. Admitted exactly like every device call (X-Device-ID and X-API-Key; bcrypt only for a key the hub has not seen pass, throttled): 401 for unknown credentials, 403 for a suspended or retired device and 429 while throttled, all before the upgrade.
+     *
+     * The hub greets with `hello` (`next_heartbeat_s`). The device sends `heartbeat`, `telemetry` (`samples`: 1–100), `ack` and `result` (`command_id`) and `ping`; each has the same effect and the same per-device rate limit as its HTTP call, and is answered with `heartbeat.ok`, `telemetry.ok`, `ack.ok`, `result.ok` or `pong` (carrying the message's `id` as `ref`). Commands queued for the device arrive at once as `command` (a `notify` command as `push`), leased for 60 s exactly as a poll leases them: without an ack before then the command is delivered again, on the channel or on the next poll. A device may switch between the channel and polling at any time.
+     *
+     * A message the hub cannot read gets an `error` message (`code: "bad_message"`) and the socket stays open; after 10 in a burst it is closed with 4429 "too many bad messages". Messages are at most 64 KB. The bare text `ping` is answered with `pong` without waking the hub. The hub closes the channel with 4401 when the key is rotated or the device deleted, 4403 when it is suspended or retired, and 4409 when the device opens another channel.
+     *
+     * Without an `Upgrade: websocket` header the answer is 200: whether the device has a channel open.
+     */
+    get: operations["get_agent_channel"];
+  };
   "/agents": {
     /**
      * Agents of the sites the caller may access
@@ -988,9 +1302,106 @@ export interface paths {
     /**
      * Event counts for a period
      * @deprecated
-     * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests from the request log (all requests for administrators, the caller's own otherwise).
+     * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests: for administrators all of them, from the raw request log where it still holds the period and from the hourly request rollups before that (the earliest hour counted whole); for other users their own requests, from the raw request log, so at most its retention back.
      */
     get: operations["get_audit_statistics"];
+  };
+  "/audit/export": {
+    /**
+     * Export the audit events of a period (administrators)
+     * @deprecated
+     * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
+     *
+     * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+     *
+     * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
+     */
+    post: operations["post_audit_export"];
+  };
+  "/audit/reports": {
+    /**
+     * A report on the audit events of a period (administrators)
+     * @deprecated
+     * @description Counts by category, severity and event type, the top users, devices and client addresses, and events per day, over `period` (start inclusive, end exclusive) and `categories`. Each report type counts:
+     * - `summary`: every event of the period
+     * - `security`: events of the `security_events` category (logins, refused access)
+     * - `device_activity`: events that name a device
+     * - `user_activity`: events that name a user
+     * `format: csv` gives the same figures as lines of `section,key,detail,events` (sections `total`, `category`, `severity`, `event_type`, `top_actor` with the e-mail as detail, `top_device` with the site, `top_ip_address`, `day`). See docs/audit-retention.md.
+     */
+    post: operations["post_audit_reports"];
+  };
+  "/audit/retention": {
+    /**
+     * The audit retention policy (administrators)
+     * @deprecated
+     * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+     */
+    get: operations["get_audit_retention"];
+    /**
+     * Set the audit retention policy (administrators)
+     * @deprecated
+     * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+     *
+     * The change is audited as `config_updated` with the previous and the new policy. 422, and nothing changes, when `archive_after_days` exceeds `retention_days`, or `encryption_required` is asked without archiving or without a usable AUDIT_ARCHIVE_KEY.
+     */
+    post: operations["post_audit_retention"];
+  };
+  "/audit/archives": {
+    /**
+     * Audit archives written by the retention run (administrators)
+     * @deprecated
+     * @description Newest day first.
+     */
+    get: operations["get_audit_archives"];
+  };
+  "/audit/archives/{archive_id}": {
+    /**
+     * Download an audit archive (administrators)
+     * @deprecated
+     * @description The archive's NDJSON (one exported event per line, the fields of `POST /audit/export`), gzip-compressed when the archive is. An encrypted archive is decrypted with AUDIT_ARCHIVE_KEY; 409 when that key is missing or is not the one the archive was written with.
+     */
+    get: operations["get_audit_archives_archive_id"];
+  };
+  "/audit/status": {
+    /**
+     * The audit trail's retention state (administrators)
+     * @deprecated
+     * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+     */
+    get: operations["get_audit_status"];
+  };
+  "/audit/config": {
+    /**
+     * The audit trail's effective settings (administrators)
+     * @deprecated
+     * @description The retention policy, the retention run's bounds, the export, report and event limits, and the request log's settings. Secrets are never shown: `retention.encryption_key` only says whether the archive key is usable.
+     */
+    get: operations["get_audit_config"];
+  };
+  "/audit/performance": {
+    /**
+     * Audit write rate, query latencies and table size (administrators)
+     * @deprecated
+     * @description Events written in the last hour and day, the latency of four typical audit queries measured on this request, and the table's row count and time span.
+     */
+    get: operations["get_audit_performance"];
+  };
+  "/audit/statistics/detailed": {
+    /**
+     * Audit statistics with per-site and per-hour breakdowns (administrators)
+     * @deprecated
+     * @description The statistics of `GET /audit/statistics` over every event (an administrator's view), plus events per site and per UTC hour over `time_period_hours`.
+     */
+    get: operations["get_audit_statistics_detailed"];
+  };
+  "/audit/optimize": {
+    /**
+     * Run the audit retention now (administrators)
+     * @deprecated
+     * @description One retention run, as the minute cron does it: archives what the policy says is due and deletes what it allows, within the same per-run bounds, and reports what it did (also recorded as the latest run). Without a policy nothing is pruned and `run` is null. A run that failed part-way reports its error and keeps what it did.
+     */
+    post: operations["post_audit_optimize"];
   };
 }
 
@@ -1090,6 +1501,12 @@ export interface components {
       /** @description The identity provider's authorization URL, with state, nonce and a PKCE S256 challenge */
       auth_url: string;
     };
+    SignInMethods: {
+      password: boolean;
+      oidc: boolean;
+      /** @description Where a browser starts OpenID Connect sign-in; null when it is not configured */
+      oidc_login_url: string | null;
+    };
     CurrentUser: {
       success: boolean;
       message: string;
@@ -1146,11 +1563,21 @@ export interface components {
       location?: string | null;
       /** @description Tenant the site belongs to; the caller must own the tenant */
       tenant_id?: string | null;
+      /**
+       * @description IANA time zone of the site (default UTC); rollout start windows are in its local time
+       * @example Europe/Paris
+       */
+      time_zone?: string;
     };
     Site: components["schemas"]["SiteListItem"] & ({
       is_active: boolean;
       tenant_id: string | null;
       updated_at: string;
+      /**
+       * @description IANA time zone of the site (rollout start windows are in its local time)
+       * @example Europe/Paris
+       */
+      time_zone: string;
     });
     SiteHealth: {
       site_id: string;
@@ -1287,7 +1714,7 @@ export interface components {
       /** @description Increases by one per event of the site; resume with ?since=<seq> or Last-Event-ID */
       seq: number;
       /**
-       * @description device.status, device.heartbeat (coalesced, at most one every 2 s), device.metrics (a stored sample), agent.state, agent.health, agent.push, command.updated, job.updated, intent.updated; and stream.truncated (you missed events older than the replay ring: reload). The hub's own messages without a seq (stream.error, stream.revoked) are LiveControlMessage.
+       * @description device.status, device.heartbeat (coalesced, at most one every 2 s), device.metrics (a stored sample), agent.state, agent.health, agent.push, command.updated, job.updated, intent.updated, rollout.progress; and stream.truncated (you missed events older than the replay ring: reload). The hub's own messages without a seq (stream.error, stream.revoked) are LiveControlMessage.
        * @example device.status
        */
       type: string;
@@ -1704,6 +2131,12 @@ export interface components {
       os_version?: string;
       firmware?: string;
       [key: string]: (string | number | boolean | null) | undefined;
+    };
+    DeviceChannelState: {
+      device_id: string;
+      site_id: string;
+      /** @description The device has a channel socket open to its hub now */
+      connected: boolean;
     };
     /** @description One sample (flat, or nested under `health_metrics` as the original agents send it), or a batch of up to 100 flat samples (oldest first) */
     DeviceMetrics: components["schemas"]["TelemetrySample"] | components["schemas"]["NestedHealthMetrics"] | components["schemas"]["TelemetrySample"][];
@@ -2338,7 +2771,7 @@ export interface components {
         events_by_severity: {
           [key: string]: number;
         };
-        /** @description API requests in the period, from the request log */
+        /** @description API requests in the period (see the operation's description for the sources) */
         api_access_count: number;
         time_period_hours: number;
         since: string;
@@ -2349,6 +2782,788 @@ export interface components {
         };
       };
       generated_at: string;
+    };
+    AuditExportedEvent: {
+      id: number;
+      created_at: string;
+      event_type: string;
+      category: string;
+      severity: string;
+      description: string | null;
+      user_id: number | null;
+      site_id: string | null;
+      device_id: string | null;
+      job_id: string | null;
+      ip_address: string | null;
+      user_agent: string | null;
+      session_id: string | null;
+      /** @description Left out when `include_metadata` is false */
+      event_metadata?: {
+        [key: string]: unknown;
+      };
+    };
+    AuditExportRequest: {
+      /**
+       * @default json
+       * @enum {string}
+       */
+      format?: "json" | "ndjson" | "csv";
+      period: components["schemas"]["AuditPeriod"];
+      /** @description Only events of these categories; every category when absent */
+      categories?: ("security_events" | "user_actions" | "site_management" | "device_management" | "job_management" | "system_events" | "business_events")[];
+      /**
+       * @description Whether events carry `event_metadata`
+       * @default true
+       */
+      include_metadata?: boolean;
+      /**
+       * @description gzip the file (`application/gzip`, name ending `.gz`)
+       * @default false
+       */
+      compress?: boolean;
+    };
+    AuditPeriod: {
+      /**
+       * Format: date-time
+       * @description Inclusive, ISO 8601 with a time zone
+       * @example 2026-01-01T00:00:00Z
+       */
+      start: string;
+      /**
+       * Format: date-time
+       * @description Exclusive, ISO 8601 with a time zone
+       * @example 2026-02-01T00:00:00Z
+       */
+      end: string;
+    };
+    AuditReport: {
+      /** @enum {string} */
+      report_type: "summary" | "security" | "device_activity" | "user_activity";
+      period: {
+        start: string;
+        end: string;
+      };
+      /** @description The categories asked for, or null for all */
+      categories: string[] | null;
+      generated_at: string;
+      total_events: number;
+      by_category: {
+        [key: string]: number;
+      };
+      by_severity: {
+        [key: string]: number;
+      };
+      by_event_type: {
+        [key: string]: number;
+      };
+      /** @description The 10 users named by most events (email null for a deleted user) */
+      top_actors: ({
+          user_id: number;
+          email: string | null;
+          events: number;
+        })[];
+      /** @description The 10 devices named by most events */
+      top_devices: ({
+          device_id: string;
+          site_id: string | null;
+          events: number;
+        })[];
+      /** @description The 10 client addresses behind most events */
+      top_ip_addresses: {
+          ip_address: string;
+          events: number;
+        }[];
+      /** @description Events per UTC day, days without events left out */
+      daily: {
+          /** @example 2026-01-31 */
+          day: string;
+          events: number;
+        }[];
+    };
+    AuditReportRequest: {
+      /**
+       * @default summary
+       * @enum {string}
+       */
+      report_type?: "summary" | "security" | "device_activity" | "user_activity";
+      period: components["schemas"]["AuditPeriod"];
+      /** @description Only events of these categories; every category when absent */
+      categories?: ("security_events" | "user_actions" | "site_management" | "device_management" | "job_management" | "system_events" | "business_events")[];
+      /**
+       * @default json
+       * @enum {string}
+       */
+      format?: "json" | "csv";
+    };
+    AuditRetention: {
+      policy: components["schemas"]["AuditRetentionPolicy"];
+      /**
+       * @description Whether AUDIT_ARCHIVE_KEY holds a usable key (the key itself is never shown)
+       * @enum {string}
+       */
+      encryption_key: "configured" | "missing" | "invalid";
+    };
+    /** @description null until an administrator sets one: until then nothing is archived or deleted */
+    AuditRetentionPolicy: ({
+      retention_days: number;
+      archive_after_days: number | null;
+      compress_archives: boolean;
+      encryption_required: boolean;
+      updated_by: number | null;
+      updated_at: string;
+    }) | null;
+    AuditRetentionPolicyRequest: {
+      /** @description Events older than this many days are deleted */
+      retention_days: number;
+      /** @description Events older than this many days are archived to R2 first; null: no archives (events are deleted unarchived) */
+      archive_after_days: number | null;
+      /**
+       * @description gzip each archive object
+       * @default true
+       */
+      compress_archives?: boolean;
+      /**
+       * @description Encrypt each archive object with AES-256-GCM; refused (422) unless the AUDIT_ARCHIVE_KEY secret holds a key
+       * @default false
+       */
+      encryption_required?: boolean;
+    };
+    AuditArchivePage: {
+      archives: components["schemas"]["AuditArchive"][];
+      total: number;
+      limit: number;
+      offset: number;
+    };
+    AuditArchive: {
+      /** @example 2026-01-31-10234.ndjson.gz */
+      archive_id: string;
+      /** @description The UTC day of every event in the archive */
+      day: string;
+      first_event_id: number;
+      last_event_id: number;
+      events: number;
+      /** @description Size as stored (after compression and encryption) */
+      bytes: number;
+      compressed: boolean;
+      encrypted: boolean;
+      created_at: string;
+    };
+    AuditStatus: {
+      retention: components["schemas"]["AuditRetention"];
+      last_run: components["schemas"]["AuditRetentionRun"];
+      events: {
+        total: number;
+        archived: number;
+        not_archived: number;
+        /** @description Not archived although older than archive_after_days: what the next runs will archive (null: archiving off) */
+        due_for_archive: number | null;
+        /** @description Older than retention_days and deletable now (null: no policy) */
+        due_for_deletion: number | null;
+      };
+      archives: {
+        count: number;
+        events: number;
+        bytes: number;
+        oldest_day: string | null;
+        newest_day: string | null;
+      };
+      generated_at: string;
+    };
+    /** @description The latest retention run that archived or deleted something, failed, or was asked for; null when none in the last 30 days */
+    AuditRetentionRun: ({
+      /** @enum {string} */
+      trigger: "cron" | "optimize";
+      started_at: string;
+      finished_at: string;
+      archived_events: number;
+      archive_objects: number;
+      deleted_events: number;
+      error: string | null;
+    }) | null;
+    AuditConfig: {
+      retention: components["schemas"]["AuditRetention"];
+      retention_run: {
+        schedule: string;
+        archive_object_max_events: number;
+        archive_object_max_bytes: number;
+        archive_max_objects_per_run: number;
+        delete_batch_rows: number;
+        delete_max_batches_per_run: number;
+        run_records_kept_days: number;
+      };
+      export: {
+        formats: string[];
+        fields: string[];
+        page_rows: number;
+      };
+      reports: {
+        types: ("summary" | "security" | "device_activity" | "user_activity")[];
+        top_n: number;
+      };
+      events: {
+        page_max_bytes: number;
+        custom_event_metadata_max_bytes: number;
+        custom_event_description_max_chars: number;
+      };
+      request_log: {
+        enabled: boolean;
+        /** @enum {string} */
+        sink: "d1" | "analytics_engine";
+        raw_retention_days: number;
+        rollup_retention_days: number;
+      };
+    };
+    AuditPerformance: {
+      write_rate: {
+        last_hour: {
+          events: number;
+          per_minute: number;
+        };
+        last_day: {
+          events: number;
+          per_minute: number;
+        };
+      };
+      /** @description Each query run once on this request, one after the other, timed as the Worker saw it (round trip to D1 included) */
+      query_latency_ms: {
+        newest_page: number;
+        count_last_day: number;
+        by_category_last_day: number;
+        oldest_unarchived: number;
+      };
+      table: {
+        rows: number;
+        oldest_event_at: string | null;
+        newest_event_at: string | null;
+        /** @description The whole D1 database as D1 reports it (D1 gives no per-table size) */
+        database_bytes: number | null;
+      };
+      generated_at: string;
+    };
+    AuditDetailedStatistics: {
+      statistics: {
+        total_events: number;
+        events_by_type: {
+          [key: string]: number;
+        };
+        events_by_category: {
+          [key: string]: number;
+        };
+        events_by_severity: {
+          [key: string]: number;
+        };
+        /** @description API requests in the period (see the operation's description for the sources) */
+        api_access_count: number;
+        time_period_hours: number;
+        since: string;
+        recent_activity: {
+          last_hour: number;
+          last_24_hours: number;
+          last_week: number;
+        };
+        /** @description Events per site, most first; site_id null for events of no site */
+        by_site: ({
+            site_id: string | null;
+            events: number;
+          })[];
+        /** @description Events per UTC hour, oldest first, hours without events left out */
+        by_hour: {
+            /** @example 2026-01-31T14:00:00Z */
+            hour: string;
+            events: number;
+          }[];
+      };
+      generated_at: string;
+    };
+    AuditOptimizeResult: {
+      policy: components["schemas"]["AuditRetentionPolicy"];
+      run: components["schemas"]["AuditRetentionRun"];
+      events_remaining: number;
+    };
+    PushPlatformList: {
+      platforms: components["schemas"]["PushPlatform"][];
+      total: number;
+    };
+    PushPlatform: {
+      /** @enum {string} */
+      id: "device_channel" | "command_poll" | "web_push" | "fcm" | "apns" | "wns" | "mqtt";
+      name: string;
+      available: boolean;
+      /** @description How it delivers, or why it cannot */
+      reason: string;
+    };
+    PushResult: {
+      push_id: string;
+      /** @enum {string} */
+      kind: "send" | "bulk";
+      created_by: string;
+      created_at: string;
+      total: number;
+      counts: {
+        delivered: number;
+        queued: number;
+        failed: number;
+      };
+      results: components["schemas"]["PushTargetResult"][];
+    };
+    PushTargetResult: {
+      device_id: string;
+      site_id: string;
+      /** @description Index of the notification in the request (0 for a single send) */
+      notification: number;
+      /**
+       * @description `queued`: waiting in the device's command queue; `delivered`: the device (or a simulated agent) has taken it; `failed`: it will not arrive — `reason` says why
+       * @enum {string}
+       */
+      status: "delivered" | "queued" | "failed";
+      /**
+       * @description How it goes out; null when it was never sent
+       * @enum {string|null}
+       */
+      channel: "device_channel" | "command_poll" | "simulated_agent" | "fcm" | "apns" | null;
+      /** @description The notify command carrying it (GET /api/v1/commands/{command_id}) */
+      command_id: string | null;
+      /** @enum {string|null} */
+      command_status: "pending" | "delivered" | "acknowledged" | "completed" | "failed" | "expired" | "cancelled" | null;
+      reason: string | null;
+    };
+    /**
+     * @example {
+     *   "device_ids": [
+     *     "POS-001",
+     *     "POS-002"
+     *   ],
+     *   "title": "Price update",
+     *   "body": "New prices from tomorrow",
+     *   "data": {
+     *     "list": "2026-Q3"
+     *   },
+     *   "priority": "high",
+     *   "ttl_seconds": 600
+     * }
+     */
+    PushNotification: {
+      /** @description One target device */
+      device_id?: string;
+      /** @description Several target devices (repeats count once) */
+      device_ids?: string[];
+      /** @description Every active device of the site */
+      site_id?: string;
+      title: string;
+      body?: string;
+      /** @description Extra data for the device, at most 16 KB */
+      data?: {
+        [key: string]: unknown;
+      };
+      /**
+       * @default normal
+       * @enum {string}
+       */
+      priority?: "low" | "normal" | "high";
+      /**
+       * @description How long the notification may wait for the device before it expires (default 3600, max 172800)
+       * @default 3600
+       */
+      ttl_seconds?: number;
+      /**
+       * @description Default: the device's command queue (`device_channel` and `command_poll` both name it). `fcm` or `apns`, when configured, send through the vendor to the token the device reported in its DNA. Any unavailable platform is 422 with the reason (see GET /api/v1/push/platforms)
+       * @enum {string}
+       */
+      platform?: "device_channel" | "command_poll" | "web_push" | "fcm" | "apns" | "wns" | "mqtt";
+    };
+    PushBulkRequest: {
+      notifications: components["schemas"]["PushNotification"][];
+    };
+    VapidPublicKey: {
+      public_key: string;
+    };
+    WebPushSubscription: {
+      subscription_id: string;
+      endpoint: string;
+      created_at: string;
+      last_sent_at: string | null;
+    };
+    WebPushSubscriptionRequest: {
+      /** @example https://fcm.googleapis.com/fcm/send/dGhpcyBpcyBhbiBleGFtcGxl */
+      endpoint: string;
+      keys: {
+        p256dh: string;
+        auth: string;
+      };
+      /** @description Given by browsers; ignored */
+      expirationTime?: number | null;
+    };
+    WebPushSubscriptionList: {
+      subscriptions: components["schemas"]["WebPushSubscription"][];
+      total: number;
+    };
+    WebPushResult: {
+      subscription_id: string;
+      /** @enum {string} */
+      status: "sent" | "expired" | "failed";
+      /** @description The push service's answer, when it gave one */
+      http_status: number | null;
+      reason: string | null;
+    };
+    RolloutDetail: components["schemas"]["Rollout"] & ({
+      /** @description Live figures from the rollout's orchestrator, per wave and per site (null only if it has not received its plan yet) */
+      progress: ({
+        rollout_id: string;
+        /** @enum {string} */
+        status: "scheduled" | "running" | "paused" | "completed" | "aborted";
+        /** @description 1-based; 0 before the first device starts */
+        current_wave: number;
+        wave_count: number;
+        abort_reason: string | null;
+        /** @description While the current wave soaks: when the next wave may start */
+        soak_until: string | null;
+        started_at: string | null;
+        finished_at: string | null;
+        counts: components["schemas"]["RolloutCounts"];
+        waves: {
+            wave: number;
+            counts: components["schemas"]["RolloutCounts"];
+          }[];
+        sites: {
+            site_id: string;
+            /** @description Devices of this site that may be executing or recovering at once */
+            budget: number;
+            /** @description The most devices of this site that were executing or recovering at the same time so far */
+            max_in_flight: number;
+            counts: components["schemas"]["RolloutCounts"];
+          }[];
+      }) | null;
+    });
+    RolloutCounts: {
+      total: number;
+      pending: number;
+      /** @description Executing, or changed and not yet back online and healthy */
+      running: number;
+      succeeded: number;
+      /** @description The execution failed or timed out, or the device came back unhealthy (or stayed offline, when offline counts as failure) */
+      failed: number;
+      /** @description Never started (the rollout was aborted) or cancelled while queued */
+      skipped: number;
+    };
+    Rollout: {
+      rollout_id: string;
+      name: string;
+      /**
+       * @description scheduled → running → completed | aborted, and paused in between
+       * @enum {string}
+       */
+      status: "scheduled" | "running" | "paused" | "completed" | "aborted";
+      tenant_id: string | null;
+      site_ids: string[];
+      action: string;
+      current_wave: number;
+      total_devices: number;
+      abort_reason: string | null;
+      /** @description The request with every default filled in */
+      settings: {
+        [key: string]: unknown;
+      };
+      created_by: number;
+      created_at: string;
+      updated_at: string;
+      finished_at: string | null;
+    };
+    CreateRolloutRequest: {
+      name: string;
+      /** @description Target these sites (operator role on every one is required) */
+      site_ids?: string[];
+      /** @description Target every active site of this tenant (tenant owner role required) */
+      tenant_id?: string;
+      device_filter?: {
+        /** @description Only devices of this type (case-insensitive) */
+        device_type?: string;
+        /** @description Only devices of this segment, as jobs name it: the plural of the device type, e.g. pos-terminals */
+        segment?: string;
+        /** @description Only devices whose current config version (as their agent last reported) differs from this; devices that never reported one are included */
+        config_version_not?: string;
+      };
+      /**
+       * @description The command each device gets (update_config, restart, or any command type), as a job's action
+       * @example update_config
+       */
+      action: string;
+      /** @description The command's payload: config_url and config_version become the job's; any other field is passed to each device's command as is */
+      payload?: {
+        /** @description For update_config: where devices fetch the configuration, an absolute https: URL with a host and no user name or password (a device fetches it, so no file:, javascript:, plain http: or relative URL) */
+        config_url?: string;
+        /** @description For update_config: the version devices move to (and the one config_version_not compares with) */
+        config_version?: string;
+        [key: string]: unknown;
+      };
+      /** @description Generated (default: a canary of 1 %, then ×2 each wave, 300 s soak), or an explicit list; devices an explicit list leaves out form one last wave. Explicit waves soak 300 s. */
+      waves?: components["schemas"]["GeneratedWaves"] | components["schemas"]["ExplicitWave"][];
+      /**
+       * @default {
+       *   "max_failure_rate": 0.05,
+       *   "min_executions": 5,
+       *   "max_failures": null,
+       *   "offline_counts_as_failure": true
+       * }
+       */
+      abort?: {
+        /**
+         * @description Abort when more than this share of the current wave's finished executions failed (default 0.05)
+         * @default 0.05
+         */
+        max_failure_rate?: number;
+        /**
+         * @description The rate is judged only once the wave has this many finished executions (default 5)
+         * @default 5
+         */
+        min_executions?: number;
+        /**
+         * @description Abort once this many executions failed in the whole rollout (default: no limit)
+         * @default null
+         */
+        max_failures?: number | null;
+        /**
+         * @description A device still offline when its recovery time is up counts as failed (default true); otherwise it is released from the budget as succeeded
+         * @default true
+         */
+        offline_counts_as_failure?: boolean;
+      };
+      budget?: {
+        /** @description At most this many devices of a site executing or recovering at once (default 2) */
+        max_devices_per_site?: number;
+        /** @description Instead: at most this share of the site's active devices (at least one) */
+        max_percent_per_site?: number;
+        /**
+         * @description A changed device must be back online and healthy within this many seconds (default 600), else it failed
+         * @default 600
+         */
+        recovery_timeout_s?: number;
+      };
+      /** @description Devices start only between these times of each site's own time zone (an end before the start spans midnight); default: any time */
+      window?: {
+        /** @example 02:00 */
+        start_local: string;
+        /** @example 05:00 */
+        end_local: string;
+      };
+      /** @description On abort, queued for every device the rollout already changed (default: none) */
+      rollback?: {
+        action: string;
+        /** @description The command's payload: config_url and config_version become the job's; any other field is passed to each device's command as is */
+        payload?: {
+          /** @description For update_config: where devices fetch the configuration, an absolute https: URL with a host and no user name or password (a device fetches it, so no file:, javascript:, plain http: or relative URL) */
+          config_url?: string;
+          /** @description For update_config: the version devices move to (and the one config_version_not compares with) */
+          config_version?: string;
+          [key: string]: unknown;
+        };
+      };
+    };
+    GeneratedWaves: {
+      /**
+       * @description The first wave's share of the targeted devices, at least one device (default 1)
+       * @default 1
+       */
+      canary_percent?: number;
+      /**
+       * @description Each next wave is this many times the one before (default 2)
+       * @default 2
+       */
+      growth?: number;
+      /**
+       * @description How long a finished wave is watched before the next one starts (default 300); promote skips it
+       * @default 300
+       */
+      soak_seconds?: number;
+    };
+    ExplicitWave: {
+      /** @description The targeted devices of these sites (each must be one of the rollout's) */
+      site_ids?: string[];
+      /** @description The next this-many percent of the targeted devices, in site order */
+      percent?: number;
+    };
+    RolloutList: {
+      rollouts: components["schemas"]["Rollout"][];
+      total: number;
+      limit: number;
+      offset: number;
+    };
+    SetSiteTimeZoneRequest: {
+      /** @example Europe/Paris */
+      time_zone: string;
+    };
+    AiAnalyzeResponse: {
+      device_id: string | null;
+      /** @description 0.0–1.0; null when the device has too little history and too few peers to judge */
+      anomaly_score: number | null;
+      is_anomaly: boolean;
+      /** @enum {string|null} */
+      basis: "device" | "peers" | "fleet_defaults" | null;
+      reasons: components["schemas"]["AnomalyReason"][];
+      explanation: string;
+      samples_needed?: number;
+    };
+    AnomalyReason: {
+      /** @enum {string} */
+      metric: "cpu" | "memory" | "disk" | "temperature" | "latency" | "error_rate";
+      value: number;
+      /** @description The baseline's centre (median) */
+      baseline: number;
+      /** @description The baseline's robust standard deviation (scaled MAD, with a per-metric floor) */
+      spread: number;
+      /** @description (value − baseline) / spread */
+      deviation: number;
+      message: string;
+    };
+    AiAnalyzeRequest: {
+      /** @description Score against this device's own baseline (viewer role on its site); without it, fleet-wide defaults */
+      device_id?: string;
+      metrics: {
+        /** @description Percent */
+        cpu_usage?: number;
+        /** @description Percent */
+        memory_usage?: number;
+        /** @description Percent */
+        disk_usage?: number;
+        /** @description °C */
+        temperature?: number;
+        /** @description Milliseconds */
+        network_latency?: number;
+        /** @description Fraction of failed operations, 0–1 */
+        error_rate?: number;
+      };
+    };
+    AiAnomalyList: {
+      anomalies: components["schemas"]["DeviceAnomaly"][];
+      total: number;
+      min_score: number;
+    };
+    DeviceAnomaly: {
+      device_id: string;
+      site_id: string;
+      score: number;
+      is_anomaly: boolean;
+      /**
+       * @description What the values were compared with: the device's own history, its site's peers, or fleet-wide defaults
+       * @enum {string}
+       */
+      basis: "device" | "peers" | "fleet_defaults";
+      reasons: components["schemas"]["AnomalyReason"][];
+      explanation: string;
+      /** @description When the assessed (latest) sample arrived */
+      detected_at: string;
+    };
+    AiQueryResponse: {
+      /** @description The answer, composed from the records; starts with the CURRENT SYSTEM STATUS block when a device is named */
+      response: string;
+      /** @enum {string} */
+      intent: "status" | "health" | "risk" | "anomalies" | "history" | "comparison" | "help";
+      /** @enum {string} */
+      persona: "Maintenance" | "Predictive" | "Executive";
+      sources: {
+          type: string;
+          id: string;
+          detail: string;
+        }[];
+      context: {
+        device_ids: string[];
+        /** @description In priority order: the live status of the named devices first, then the earlier exchanges */
+        blocks: (({
+            /** @enum {string} */
+            label: "CURRENT SYSTEM STATUS";
+            devices: ({
+                device_id: string;
+                site_id: string;
+                name: string;
+                status: string;
+                last_seen: string | null;
+                risk_score: number | null;
+                risk_level: string;
+                risk_explanation: string;
+                recommendations: string[];
+                anomaly_score: number | null;
+                anomaly_explanation: string;
+                recent_events: {
+                    type: string;
+                    at: string;
+                    summary: string;
+                  }[];
+              })[];
+          }) | {
+            /** @enum {string} */
+            label: "CONVERSATION HISTORY";
+            exchanges: {
+                query: string;
+                response: string;
+                intent: string;
+                device_ids: string[];
+                at: string;
+              }[];
+          })[];
+      };
+    };
+    AiQueryRequest: {
+      query: string;
+      /** @description A device to answer about (viewer role on its site), besides any named in the text */
+      device_id?: string;
+      /** @description Limit fleet-level answers to this site (viewer role) */
+      site_id?: string;
+    };
+    AiMode: {
+      /** @enum {string} */
+      mode: "Maintenance" | "Predictive" | "Executive";
+      /** @description Null while the default applies */
+      updated_at: string | null;
+    };
+    AiModeRequest: {
+      /**
+       * @description Maintenance, Predictive or Executive (any case)
+       * @example Predictive
+       */
+      mode: string;
+    };
+    AiConversationDeleted: {
+      deleted: number;
+    };
+    AiPrediction: components["schemas"]["RiskAssessment"] & {
+      device_id: string;
+      site_id: string;
+    };
+    RiskAssessment: {
+      /** @description 0.0–1.0; null when there is not enough data */
+      risk_score: number | null;
+      /** @enum {string} */
+      risk_level: "low" | "medium" | "high" | "critical" | "unknown";
+      factors: {
+          name: string;
+          value: number;
+          risk: number;
+          detail: string;
+        }[];
+      trends: ({
+          /** @enum {string} */
+          metric: "cpu" | "memory" | "disk";
+          current: number;
+          threshold: number;
+          slope_per_hour: number;
+          fit_hours: number;
+          hours_to_threshold: number | null;
+          risk: number;
+        })[];
+      time_to_threshold: ({
+        /** @enum {string} */
+        metric: "cpu" | "memory" | "disk";
+        hours: number;
+        at: string;
+      }) | null;
+      recommendations: string[];
+      data_points: number;
+      window: {
+        from: string | null;
+        to: string | null;
+        hours: number;
+      };
+      explanation: string;
+      samples_needed?: number;
     };
   };
   responses: never;
@@ -2365,7 +3580,10 @@ export type external = Record<string, never>;
 
 export interface operations {
 
-  /** Service banner */
+  /**
+   * Service banner
+   * @description A browser (a request that accepts `text/html`) is sent to the operator dashboard at `/dashboard/` (302); every other client gets the JSON banner.
+   */
   get_root: {
     responses: {
       /** @description Banner */
@@ -2378,6 +3596,10 @@ export interface operations {
             openapi: string;
           };
         };
+      };
+      /** @description To the operator dashboard (Location: /dashboard/) */
+      302: {
+        content: never;
       };
     };
   };
@@ -2540,6 +3762,38 @@ export interface operations {
     };
   };
   /**
+   * Operator dashboard screen
+   * @description The dashboard's page (the same as `/dashboard/`), for a screen opened by its address: login, sites, site, device, job, enrolment, members, audit. Which site, device or job a screen shows is in its query string (`?site_id=`, `?device_id=`, `?job_id=`). Signing in and every datum come from the API with the `access_token` cookie. 404 for another name, or when the dashboard was not built (`npm run build`).
+   */
+  get_dashboard_view: {
+    parameters: {
+      path: {
+        /** @description One of login, sites, site, device, job, enrolment, members, audit */
+        view: string;
+      };
+    };
+    responses: {
+      /** @description The dashboard page */
+      200: {
+        content: {
+          "text/html": string;
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Create an account
    * @description Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Site and tenant invitations waiting for this e-mail address (compared case-insensitively) are applied. Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.
    */
@@ -2675,7 +3929,7 @@ export interface operations {
   };
   /**
    * Finish OpenID Connect login
-   * @description Where the identity provider sends the browser back. Checks `state` against the `oidc_login` cookie, exchanges the code with the PKCE verifier, verifies the ID token against the provider's keys (signature, iss, aud, exp, iat, nonce), then signs in the account linked to that identity; else links the account with the same e-mail address if the provider verified it; else creates a regular account (no password, never an administrator). Sets the `access_token` cookie as password login does and redirects to `{FRONTEND_URL}/dashboard` (or `/docs` of this service when FRONTEND_URL is unset). Refusals are audited as `login_failed` with the reason and create nothing: 400 missing or wrong state, no code, or the provider's own refusal; 401 a code the provider refuses (expired, replayed) or an ID token that fails verification; 403 a deactivated account; 409 an existing account whose e-mail address the provider did not verify; 502 the provider cannot be reached; 503 not configured. See docs/oidc.md.
+   * @description Where the identity provider sends the browser back. Checks `state` against the `oidc_login` cookie, exchanges the code with the PKCE verifier, verifies the ID token against the provider's keys (signature, iss, aud, exp, iat, nonce), then signs in the account linked to that identity; else links the account with the same e-mail address if the provider verified it; else creates a regular account (no password, never an administrator). Sets the `access_token` cookie as password login does and redirects to `{FRONTEND_URL}/dashboard` (or this service's own dashboard, `/dashboard/`, when FRONTEND_URL is unset). Refusals are audited as `login_failed` with the reason and create nothing: 400 missing or wrong state, no code, or the provider's own refusal; 401 a code the provider refuses (expired, replayed) or an ID token that fails verification; 403 a deactivated account; 409 an existing account whose e-mail address the provider did not verify; 502 the provider cannot be reached; 503 not configured. See docs/oidc.md.
    */
   get_api_v1_auth_callback: {
     parameters: {
@@ -2732,6 +3986,38 @@ export interface operations {
       };
       /** @description Temporarily unavailable */
       503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * How one can sign in here
+   * @description `password` is always offered; `oidc` when OpenID Connect is configured (OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET set), in which case `oidc_login_url` starts it in a browser. The dashboard's sign-in screen shows its buttons from this.
+   */
+  get_api_v1_auth_methods: {
+    responses: {
+      /** @description Sign-in methods */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SignInMethods"];
+        };
+      };
+    };
+  };
+  /**
+   * Sign this browser out
+   * @description Clears the httpOnly `access_token` cookie, which a page's scripts cannot do themselves. Needs no credentials (an expired session can still be ended) but is refused (403) from a page of another origin, so no other site can sign a user out. The token itself stays valid until it expires (ACCESS_TOKEN_MINUTES): a client holding it as a bearer token is unaffected. 204 whether or not a cookie was set.
+   */
+  post_api_v1_auth_logout: {
+    responses: {
+      /** @description Signed out: the cookie is cleared */
+      204: {
+        content: never;
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -5548,6 +6834,175 @@ export interface operations {
     };
   };
   /**
+   * Device channel (WebSocket)
+   * @description One WebSocket per device to its site's hub, instead of separate heartbeat, telemetry and command calls. Admitted exactly like every device call (X-Device-ID and X-API-Key; bcrypt only for a key the hub has not seen pass, throttled): 401 for unknown credentials, 403 for a suspended or retired device and 429 while throttled, all before the upgrade.
+   *
+   * The hub greets with `hello` (`next_heartbeat_s`). The device sends `heartbeat`, `telemetry` (`samples`: 1–100), `ack` and `result` (`command_id`) and `ping`; each has the same effect and the same per-device rate limit as its HTTP call, and is answered with `heartbeat.ok`, `telemetry.ok`, `ack.ok`, `result.ok` or `pong` (carrying the message's `id` as `ref`). Commands queued for the device arrive at once as `command` (a `notify` command as `push`), leased for 60 s exactly as a poll leases them: without an ack before then the command is delivered again, on the channel or on the next poll. A device may switch between the channel and polling at any time.
+   *
+   * A message the hub cannot read gets an `error` message (`code: "bad_message"`) and the socket stays open; after 10 in a burst it is closed with 4429 "too many bad messages". Messages are at most 64 KB. The bare text `ping` is answered with `pong` without waking the hub. The hub closes the channel with 4401 when the key is rotated or the device deleted, 4403 when it is suspended or retired, and 4409 when the device opens another channel.
+   *
+   * Without an `Upgrade: websocket` header the answer is 200: whether the device has a channel open.
+   */
+  get_api_v1_agent_channel: {
+    responses: {
+      /** @description Switching Protocols: the device's channel. Each message the hub sends is one `HubChannelMessage` as JSON text; the device sends `DeviceChannelMessage`s (the schemas describe messages, not HTTP bodies, hence the media type). */
+      101: {
+        content: {
+          "application/x-websocket-message": {
+            /** @enum {string} */
+            type: "hello";
+            device_id: string;
+            site_id: string;
+            /** @description How often to send a heartbeat */
+            next_heartbeat_s: number;
+            server_time: string;
+          } | ({
+            /** @enum {string} */
+            type: "heartbeat.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            /** @enum {string} */
+            device_status: "online" | "offline" | "error";
+            next_heartbeat_s: number;
+            server_time: string;
+          }) | ({
+            /** @enum {string} */
+            type: "telemetry.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            results: ({
+                stored: boolean;
+                /**
+                 * @description first_sample (first, or first after a device restart), snapshot_interval, changed (moved beyond the threshold) or unchanged
+                 * @enum {string}
+                 */
+                reason: "first_sample" | "snapshot_interval" | "changed" | "unchanged";
+              })[];
+            stored_count: number;
+            server_time: string;
+          }) | {
+            /** @enum {string} */
+            type: "command";
+            command: components["schemas"]["Command"];
+          } | {
+            /** @enum {string} */
+            type: "push";
+            command: components["schemas"]["Command"];
+          } | ({
+            /** @enum {string} */
+            type: "ack.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            command_id: string;
+            acknowledged_at: string | null;
+          }) | {
+            /** @enum {string} */
+            type: "result.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            command: components["schemas"]["Command"];
+          } | {
+            /** @enum {string} */
+            type: "pong";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            server_time: string;
+          } | ({
+            /** @enum {string} */
+            type: "error";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            /** @enum {string} */
+            code: "bad_message" | "rate_limited" | "not_found" | "conflict" | "invalid";
+            detail: string;
+            retry_after_s?: number;
+          }) | ({
+            /** @enum {string} */
+            type: "heartbeat";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            /**
+             * @description What the device says of itself; error/unhealthy marks it in error
+             * @enum {string}
+             */
+            status?: "online" | "healthy" | "error" | "unhealthy";
+            uptime_seconds?: number;
+            boot_id?: string;
+            heartbeat_interval_s?: number;
+            /** @description Device clock; never trusted for presence */
+            timestamp?: string;
+          }) | {
+            /** @enum {string} */
+            type: "telemetry";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            /** @description One sample or a batch of up to 100, oldest first; stored by the same delta rules as `POST /api/v1/agent/telemetry` */
+            samples: {
+                cpu_usage: number;
+                memory_usage: number;
+                disk_usage: number;
+                temperature?: number;
+                network_latency_ms?: number;
+                transaction_count?: number;
+                uptime_seconds?: number;
+                error_rate?: number;
+                boot_id?: string;
+                timestamp?: string;
+              }[];
+          } | {
+            /** @enum {string} */
+            type: "ack";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            command_id: string;
+          } | ({
+            /** @enum {string} */
+            type: "result";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            command_id: string;
+            /**
+             * @description completed or failed (success and failure are read the same way)
+             * @enum {string}
+             */
+            status: "completed" | "failed" | "success" | "failure";
+            result?: unknown;
+            error_message?: string | null;
+          }) | {
+            /** @enum {string} */
+            type: "ping";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+          };
+        };
+      };
+      /** @description No upgrade requested: whether the device has a channel open */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceChannelState"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Device metrics (telemetry)
    * @description CPU, memory and disk (0–100 %) with optional temperature, latency, transaction count, uptime and error rate. Stored by delta rules: the first sample after a device restart, at least every 5 minutes, and whenever a value moves by more than 5 % (thresholds configurable); the response says what happened. Counts as a sign of life for presence. Also accepts the original agents' form, with the values under `health_metrics` (`uptime` in seconds, `network_latency` in ms).
    */
@@ -6892,7 +8347,7 @@ export interface operations {
   };
   /**
    * Event counts for a period
-   * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests from the request log (all requests for administrators, the caller's own otherwise).
+   * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests: for administrators all of them, from the raw request log where it still holds the period and from the hourly request rollups before that (the earliest hour counted whole); for other users their own requests, from the raw request log, so at most its retention back.
    */
   get_api_v1_audit_statistics: {
     parameters: {
@@ -6909,6 +8364,1532 @@ export interface operations {
       };
       /** @description Missing or invalid credentials */
       401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Export the audit events of a period (administrators)
+   * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
+   *
+   * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+   *
+   * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
+   */
+  post_api_v1_audit_export: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditExportRequest"];
+      };
+    };
+    responses: {
+      /** @description The export file */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditExportedEvent"][];
+          "application/x-ndjson": string;
+          "text/csv": string;
+          "application/gzip": string;
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A report on the audit events of a period (administrators)
+   * @description Counts by category, severity and event type, the top users, devices and client addresses, and events per day, over `period` (start inclusive, end exclusive) and `categories`. Each report type counts:
+   * - `summary`: every event of the period
+   * - `security`: events of the `security_events` category (logins, refused access)
+   * - `device_activity`: events that name a device
+   * - `user_activity`: events that name a user
+   * `format: csv` gives the same figures as lines of `section,key,detail,events` (sections `total`, `category`, `severity`, `event_type`, `top_actor` with the e-mail as detail, `top_device` with the site, `top_ip_address`, `day`). See docs/audit-retention.md.
+   */
+  post_api_v1_audit_reports: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditReportRequest"];
+      };
+    };
+    responses: {
+      /** @description The report */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditReport"];
+          "text/csv": string;
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The audit retention policy (administrators)
+   * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+   */
+  get_api_v1_audit_retention: {
+    responses: {
+      /** @description The policy */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditRetention"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set the audit retention policy (administrators)
+   * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+   *
+   * The change is audited as `config_updated` with the previous and the new policy. 422, and nothing changes, when `archive_after_days` exceeds `retention_days`, or `encryption_required` is asked without archiving or without a usable AUDIT_ARCHIVE_KEY.
+   */
+  post_api_v1_audit_retention: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditRetentionPolicyRequest"];
+      };
+    };
+    responses: {
+      /** @description The policy now in force */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditRetention"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Audit archives written by the retention run (administrators)
+   * @description Newest day first.
+   */
+  get_api_v1_audit_archives: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number | null;
+        /** @description Only the archives of this UTC day (YYYY-MM-DD) */
+        day?: string;
+      };
+    };
+    responses: {
+      /** @description A page of archives */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditArchivePage"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Download an audit archive (administrators)
+   * @description The archive's NDJSON (one exported event per line, the fields of `POST /audit/export`), gzip-compressed when the archive is. An encrypted archive is decrypted with AUDIT_ARCHIVE_KEY; 409 when that key is missing or is not the one the archive was written with.
+   */
+  get_api_v1_audit_archives_archive_id: {
+    parameters: {
+      path: {
+        archive_id: string;
+      };
+    };
+    responses: {
+      /** @description The archive */
+      200: {
+        content: {
+          "application/x-ndjson": string;
+          "application/gzip": string;
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The audit trail's retention state (administrators)
+   * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+   */
+  get_api_v1_audit_status: {
+    responses: {
+      /** @description Status */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditStatus"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The audit trail's effective settings (administrators)
+   * @description The retention policy, the retention run's bounds, the export, report and event limits, and the request log's settings. Secrets are never shown: `retention.encryption_key` only says whether the archive key is usable.
+   */
+  get_api_v1_audit_config: {
+    responses: {
+      /** @description Settings */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditConfig"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Audit write rate, query latencies and table size (administrators)
+   * @description Events written in the last hour and day, the latency of four typical audit queries measured on this request, and the table's row count and time span.
+   */
+  get_api_v1_audit_performance: {
+    responses: {
+      /** @description Performance */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditPerformance"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Audit statistics with per-site and per-hour breakdowns (administrators)
+   * @description The statistics of `GET /audit/statistics` over every event (an administrator's view), plus events per site and per UTC hour over `time_period_hours`.
+   */
+  get_api_v1_audit_statistics_detailed: {
+    parameters: {
+      query?: {
+        time_period_hours?: number;
+      };
+    };
+    responses: {
+      /** @description Statistics */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditDetailedStatistics"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Run the audit retention now (administrators)
+   * @description One retention run, as the minute cron does it: archives what the policy says is due and deletes what it allows, within the same per-run bounds, and reports what it did (also recorded as the latest run). Without a policy nothing is pruned and `run` is null. A run that failed part-way reports its error and keeps what it did.
+   */
+  post_api_v1_audit_optimize: {
+    responses: {
+      /** @description What the run did */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditOptimizeResult"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Push platforms and whether each can deliver
+   * @description Every platform the push API knows, with `available` true only where this service really delivers through it, and the reason either way.
+   */
+  get_api_v1_push_platforms: {
+    responses: {
+      /** @description Platforms */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PushPlatformList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Send a notification to devices (operator)
+   * @description Targets: `device_id`, `device_ids` or `site_id` (every active device of the site). The caller needs the operator role on every target's site (administrators: every site); if any target is refused, nothing is sent: an unknown device, or one on a site the caller has no role on, is 404, a lower role 403. At most 1,000 target devices. Each target device gets the notification as a `notify` command `{title, body, data, priority}` with `ttl_seconds` as its time to live, through its site's command queue: `queued` until the device takes it on its next poll (at once on a long poll), `delivered` once it has; a simulated device's agent takes it at once. A device that cannot take it — suspended, retired, or already holding 50 open commands — is a `failed` target with the reason, and the others still go out. `GET /api/v1/push/{push_id}` shows each target's status as it stands. With an `Idempotency-Key` header, a retry by the same user with the same body queues nothing and answers the push it created, with its current status and the header `Idempotent-Replayed: true`; the same key with a different body is 422.
+   */
+  post_api_v1_push_send: {
+    parameters: {
+      header?: {
+        /** @description Makes retries safe: a repeat by the same user with the same key and the same body queues nothing and answers the push it created (with its current status); with a different body, 422 */
+        "idempotency-key"?: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PushNotification"];
+      };
+    };
+    responses: {
+      /** @description Sent: each target's result */
+      201: {
+        headers: {
+          /** @description Present when the answer repeats an earlier request with the same Idempotency-Key */
+          "Idempotent-Replayed"?: "true";
+        };
+        content: {
+          "application/json": components["schemas"]["PushResult"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Send several notifications at once (operator)
+   * @description Up to 100 notifications and 1,000 target devices in all (more is 422, and nothing is sent). Each notification names its own targets. Targets: `device_id`, `device_ids` or `site_id` (every active device of the site). The caller needs the operator role on every target's site (administrators: every site); if any target is refused, nothing is sent: an unknown device, or one on a site the caller has no role on, is 404, a lower role 403. Each target device gets the notification as a `notify` command `{title, body, data, priority}` with `ttl_seconds` as its time to live, through its site's command queue: `queued` until the device takes it on its next poll (at once on a long poll), `delivered` once it has; a simulated device's agent takes it at once. A device that cannot take it — suspended, retired, or already holding 50 open commands — is a `failed` target with the reason, and the others still go out. `GET /api/v1/push/{push_id}` shows each target's status as it stands. Results are listed per target with the index of its notification. With an `Idempotency-Key` header, a retry by the same user with the same body queues nothing and answers the push it created, with its current status and the header `Idempotent-Replayed: true`; the same key with a different body is 422.
+   */
+  post_api_v1_push_send_bulk: {
+    parameters: {
+      header?: {
+        /** @description Makes retries safe: a repeat by the same user with the same key and the same body queues nothing and answers the push it created (with its current status); with a different body, 422 */
+        "idempotency-key"?: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PushBulkRequest"];
+      };
+    };
+    responses: {
+      /** @description Sent: each target's result */
+      201: {
+        headers: {
+          /** @description Present when the answer repeats an earlier request with the same Idempotency-Key */
+          "Idempotent-Replayed"?: "true";
+        };
+        content: {
+          "application/json": components["schemas"]["PushResult"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The public key browsers subscribe with
+   * @description The application server key for `PushManager.subscribe({applicationServerKey})`, base64url. 503 when Web Push is not configured (VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT).
+   */
+  get_api_v1_push_vapid_public_key: {
+    responses: {
+      /** @description The key */
+      200: {
+        content: {
+          "application/json": components["schemas"]["VapidPublicKey"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Temporarily unavailable */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The caller's Web Push subscriptions
+   * @description Only the caller's own, newest first.
+   */
+  get_api_v1_push_subscriptions: {
+    responses: {
+      /** @description Subscriptions */
+      200: {
+        content: {
+          "application/json": components["schemas"]["WebPushSubscriptionList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Register a browser's Web Push subscription
+   * @description The body is what `PushSubscription.toJSON()` gives: `{endpoint, keys: {p256dh, auth}}`; the endpoint must be https. The caller then gets Web Push notifications about devices going offline on the sites they can view. Registering an endpoint the caller already has refreshes its keys (200); a new one is 201. At most 20 per user (409 beyond). A subscription the push service reports gone (404 or 410) is removed. 503 when Web Push is not configured (VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT).
+   */
+  post_api_v1_push_subscriptions: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["WebPushSubscriptionRequest"];
+      };
+    };
+    responses: {
+      /** @description Already registered: keys refreshed */
+      200: {
+        content: {
+          "application/json": components["schemas"]["WebPushSubscription"];
+        };
+      };
+      /** @description Registered */
+      201: {
+        content: {
+          "application/json": components["schemas"]["WebPushSubscription"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Temporarily unavailable */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete one of the caller's subscriptions
+   * @description Another user's subscription is 404, as an unknown one.
+   */
+  delete_api_v1_push_subscriptions_subscription_id: {
+    parameters: {
+      path: {
+        subscription_id: string;
+      };
+    };
+    responses: {
+      /** @description Deleted */
+      204: {
+        content: never;
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Send a test notification to one of the caller's subscriptions
+   * @description Encrypts and sends a short notification now and answers what the push service said: `sent`, `expired` (404 or 410: the subscription was removed) or `failed` with the reason. Another user's subscription is 404. 503 when Web Push is not configured (VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT).
+   */
+  post_api_v1_push_subscriptions_subscription_id_test: {
+    parameters: {
+      path: {
+        subscription_id: string;
+      };
+    };
+    responses: {
+      /** @description What the push service answered */
+      200: {
+        content: {
+          "application/json": components["schemas"]["WebPushResult"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Temporarily unavailable */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A push and each target's delivery status
+   * @description Readable by anyone with a role (any role) on every site it reached, administrators and its sender alike; anyone else gets 404. Each target's status is read from its command now: `queued` while pending, `delivered` once the device has taken it, `failed` when it failed, expired or was cancelled (with the reason). Commands are kept 30 days after they finish; after that the status recorded at sending is shown.
+   */
+  get_api_v1_push_push_id: {
+    parameters: {
+      path: {
+        push_id: string;
+      };
+    };
+    responses: {
+      /** @description The push */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PushResult"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * List rollouts, newest first
+   * @description Rollouts touching a site the caller has a role on (administrators: all), optionally of one `status`; paged with `limit` (default 50, max 500) and `offset`, with `total`. The status here is the one last recorded; read a rollout for its live figures.
+   */
+  get_api_v1_rollouts: {
+    parameters: {
+      query?: {
+        status?: "scheduled" | "running" | "paused" | "completed" | "aborted";
+        limit?: number;
+        offset?: number | null;
+      };
+    };
+    responses: {
+      /** @description Rollouts */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RolloutList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Create a fleet-wide rollout (operator on every targeted site, or tenant owner)
+   * @description Targets `site_ids` (operator role on every one) or every active site of `tenant_id` (tenant owner), optionally narrowed by `device_filter`; access is checked before anything happens. Every field but `name`, a target and `action` has a default, shown on the field and in `settings` of the answer. With an `Idempotency-Key`, a repeat by the same user with the same body creates nothing and answers the same rollout (header `Idempotent-Replayed: true`); with a different body, 422. `scheduled → running (wave k) → completed | aborted`, and `paused` in between. The rollout's orchestrator starts each site's devices of the current wave as jobs of that site, never more at once than the site's budget (`executing` or `recovering`: changed but not yet back online and healthy), only inside the start window of the site's own time zone. A finished wave soaks before the next starts. The rollout aborts when the current wave's failure rate passes `max_failure_rate` (once `min_executions` have finished) or the failures reach `max_failures`: nothing starts any more, queued executions are cancelled and the rollback (if any) is queued for the devices already changed. Progress is published as `rollout.progress` on each site's live channel. See docs/rollouts.md.
+   */
+  post_api_v1_rollouts: {
+    parameters: {
+      header?: {
+        /** @description Makes retries safe: a repeat by the same user with the same key and body answers the rollout it created; with a different body, 422 */
+        "idempotency-key"?: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["CreateRolloutRequest"];
+      };
+    };
+    responses: {
+      /** @description Created; its orchestrator has started it (or will, once the start window opens) */
+      201: {
+        headers: {
+          /** @description Present when the answer repeats an earlier request with the same Idempotency-Key */
+          "Idempotent-Replayed"?: "true";
+        };
+        content: {
+          "application/json": components["schemas"]["RolloutDetail"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A rollout with its live progress per wave and per site
+   * @description Any role on one of its sites; otherwise 404, as for an unknown id. `progress` counts devices as pending, running (executing or recovering), succeeded, failed and skipped, for the whole rollout, each wave and each site (with its budget and the most devices it ever had in flight). `scheduled → running (wave k) → completed | aborted`, and `paused` in between. The rollout's orchestrator starts each site's devices of the current wave as jobs of that site, never more at once than the site's budget (`executing` or `recovering`: changed but not yet back online and healthy), only inside the start window of the site's own time zone. A finished wave soaks before the next starts. The rollout aborts when the current wave's failure rate passes `max_failure_rate` (once `min_executions` have finished) or the failures reach `max_failures`: nothing starts any more, queued executions are cancelled and the rollback (if any) is queued for the devices already changed. Progress is published as `rollout.progress` on each site's live channel. See docs/rollouts.md.
+   */
+  get_api_v1_rollouts_rollout_id: {
+    parameters: {
+      path: {
+        rollout_id: string;
+      };
+    };
+    responses: {
+      /** @description The rollout */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RolloutDetail"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Pause a rollout (operator on every site of it, or tenant owner)
+   * @description No device starts until resumed; devices already started keep being followed (and can still abort the rollout). Pausing a paused rollout answers it again. Audited as rollout_paused on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+   */
+  post_api_v1_rollouts_rollout_id_pause: {
+    parameters: {
+      path: {
+        rollout_id: string;
+      };
+    };
+    responses: {
+      /** @description The rollout after the change */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RolloutDetail"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Resume a rollout (operator on every site of it, or tenant owner)
+   * @description A paused rollout goes on where it stopped; 409 unless paused. Audited as rollout_resumed on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+   */
+  post_api_v1_rollouts_rollout_id_resume: {
+    parameters: {
+      path: {
+        rollout_id: string;
+      };
+    };
+    responses: {
+      /** @description The rollout after the change */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RolloutDetail"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Abort a rollout (operator on every site of it, or tenant owner)
+   * @description Stops the rollout for good: nothing starts, queued executions are cancelled, the rollback (if any) is queued for changed devices. Audited as rollout_aborted on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+   */
+  post_api_v1_rollouts_rollout_id_abort: {
+    parameters: {
+      path: {
+        rollout_id: string;
+      };
+    };
+    responses: {
+      /** @description The rollout after the change */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RolloutDetail"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Promote a rollout (operator on every site of it, or tenant owner)
+   * @description Skips the soak of the current wave: the next wave starts as soon as this one has finished (at once if it is soaking). Audited as rollout_promoted on each of its sites. A finished rollout (completed or aborted) answers 409. A caller with a role on some of its sites but not operator on all is refused with 403; one with none gets 404.
+   */
+  post_api_v1_rollouts_rollout_id_promote: {
+    parameters: {
+      path: {
+        rollout_id: string;
+      };
+    };
+    responses: {
+      /** @description The rollout after the change */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RolloutDetail"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set the site's time zone (owner)
+   * @description An IANA time zone name (e.g. `Europe/Paris`, `America/New_York`, `UTC`), checked against the runtime's time zone database; unknown names are 422. Rollout start windows are read in it (docs/rollouts.md); a rollout already created keeps the zone it was planned with. Audited as site_updated.
+   */
+  put_api_v1_sites_site_id_time_zone: {
+    parameters: {
+      path: {
+        site_id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["SetSiteTimeZoneRequest"];
+      };
+    };
+    responses: {
+      /** @description The site */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Site"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Score metrics for anomalies, with reasons
+   * @description With `device_id` (viewer role on its site, else 404) the metrics are scored in the device's site hub against its own baseline (its last day of stored samples), or its site peers' when it has too little history, or not at all (`anomaly_score` null with `samples_needed`). Without `device_id`, against fleet-wide defaults. Nothing is stored.
+   */
+  post_api_ai_analyze: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AiAnalyzeRequest"];
+      };
+    };
+    responses: {
+      /** @description The assessment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiAnalyzeResponse"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Current anomalies across the caller's sites
+   * @description Devices with a current anomaly across the caller's sites (or the one `site_id` names: viewer role, else 404), highest score first. Each site's hub scores its devices' latest values against each device's own last day of stored samples (median and robust spread per metric), or against its site peers when it has fewer than 12 samples; `reasons` name each metric that stands out, its value, its baseline and the deviation. A device without enough data is left out, never given an invented score. Scores are 0.0–1.0; 0.5 is the anomaly threshold.
+   */
+  get_api_ai_anomalies: {
+    parameters: {
+      query?: {
+        /** @description Only this site (viewer role); default: every site the caller can read */
+        site_id?: string;
+        /** @description Lowest score listed (default 0.5, the anomaly threshold) */
+        min_score?: number | null;
+      };
+    };
+    responses: {
+      /** @description Anomalies, highest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiAnomalyList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Ask a question about devices or the fleet
+   * @description The intent (status, health, risk, anomalies, history, comparison, help) is read from the text, and device ids in it are looked up among the devices the caller can view (any other id is ignored). For each named device a CURRENT SYSTEM STATUS block (its live risk assessment and last 5 events, from its site's hub) comes first in `context` and in `response`, ahead of the caller's last 5 exchanges (kept for a day). The answer is composed from the records, follows the caller's persona (`/api/ai/mode`) and lists its `sources`. The text is data, never instructions: the assistant queues, changes and deletes nothing, whatever it says. `device_id` or `site_id` in the body need the viewer role (else 404).
+   */
+  post_api_ai_query: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AiQueryRequest"];
+      };
+    };
+    responses: {
+      /** @description The answer */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiQueryResponse"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The caller's persona
+   * @description Maintenance until the caller chooses another.
+   */
+  get_api_ai_mode: {
+    responses: {
+      /** @description The persona in force */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiMode"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set the assistant's persona for the caller
+   * @description Maintenance (what to fix now), Predictive (risks and trends) or Executive (fleet-level counts), in any case; anything else is 422. Stored per user.
+   */
+  post_api_ai_mode: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AiModeRequest"];
+      };
+    };
+    responses: {
+      /** @description The persona now in force */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiMode"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forget the caller's conversation
+   * @description Deletes every exchange the assistant keeps for the caller (it keeps the last 5, each for a day).
+   */
+  delete_api_ai_conversation: {
+    responses: {
+      /** @description How many exchanges were deleted */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiConversationDeleted"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Current anomalies across the caller's sites
+   * @description Devices with a current anomaly across the caller's sites (or the one `site_id` names: viewer role, else 404), highest score first. Each site's hub scores its devices' latest values against each device's own last day of stored samples (median and robust spread per metric), or against its site peers when it has fewer than 12 samples; `reasons` name each metric that stands out, its value, its baseline and the deviation. A device without enough data is left out, never given an invented score. Scores are 0.0–1.0; 0.5 is the anomaly threshold.
+   */
+  get_api_v1_ai_anomalies: {
+    parameters: {
+      query?: {
+        /** @description Only this site (viewer role); default: every site the caller can read */
+        site_id?: string;
+        /** @description Lowest score listed (default 0.5, the anomaly threshold) */
+        min_score?: number | null;
+      };
+    };
+    responses: {
+      /** @description Anomalies, highest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiAnomalyList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A device's failure risk
+   * @description Failure risk 0.0–1.0 of one device (viewer role on its site), computed in its site's hub from its stored history over the last `hours`: the robust (Theil–Sen) trend of CPU, memory and disk projected to their failure thresholds (95, 95 and 98 %) gives `time_to_threshold`; the recent error rate, restarts and offline transitions add to it. `factors` and `recommendations` say why and what to do; `risk_level` is low (< 0.3), medium, high (≥ 0.6, the alert threshold) or critical (≥ 0.8). Fewer than 6 samples: `risk_score` null, `risk_level` unknown, with `samples_needed`.
+   */
+  get_api_v1_ai_predict_device_id: {
+    parameters: {
+      query?: {
+        /** @description The window of history read (default 24, max 168) */
+        hours?: number;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description The risk assessment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiPrediction"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A device's failure risk (deprecated path: use /api/v1/ai/predict/{device_id})
+   * @deprecated
+   * @description Failure risk 0.0–1.0 of one device (viewer role on its site), computed in its site's hub from its stored history over the last `hours`: the robust (Theil–Sen) trend of CPU, memory and disk projected to their failure thresholds (95, 95 and 98 %) gives `time_to_threshold`; the recent error rate, restarts and offline transitions add to it. `factors` and `recommendations` say why and what to do; `risk_level` is low (< 0.3), medium, high (≥ 0.6, the alert threshold) or critical (≥ 0.8). Fewer than 6 samples: `risk_score` null, `risk_level` unknown, with `samples_needed`.
+   */
+  get_predict_device_id: {
+    parameters: {
+      query?: {
+        /** @description The window of history read (default 24, max 168) */
+        hours?: number;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description The risk assessment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiPrediction"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -8237,6 +11218,176 @@ export interface operations {
     };
   };
   /**
+   * Device channel (WebSocket)
+   * @deprecated
+   * @description One WebSocket per device to its site's hub, instead of separate heartbeat, telemetry and command calls. Admitted exactly like every device call (X-Device-ID and X-API-Key; bcrypt only for a key the hub has not seen pass, throttled): 401 for unknown credentials, 403 for a suspended or retired device and 429 while throttled, all before the upgrade.
+   *
+   * The hub greets with `hello` (`next_heartbeat_s`). The device sends `heartbeat`, `telemetry` (`samples`: 1–100), `ack` and `result` (`command_id`) and `ping`; each has the same effect and the same per-device rate limit as its HTTP call, and is answered with `heartbeat.ok`, `telemetry.ok`, `ack.ok`, `result.ok` or `pong` (carrying the message's `id` as `ref`). Commands queued for the device arrive at once as `command` (a `notify` command as `push`), leased for 60 s exactly as a poll leases them: without an ack before then the command is delivered again, on the channel or on the next poll. A device may switch between the channel and polling at any time.
+   *
+   * A message the hub cannot read gets an `error` message (`code: "bad_message"`) and the socket stays open; after 10 in a burst it is closed with 4429 "too many bad messages". Messages are at most 64 KB. The bare text `ping` is answered with `pong` without waking the hub. The hub closes the channel with 4401 when the key is rotated or the device deleted, 4403 when it is suspended or retired, and 4409 when the device opens another channel.
+   *
+   * Without an `Upgrade: websocket` header the answer is 200: whether the device has a channel open.
+   */
+  get_agent_channel: {
+    responses: {
+      /** @description Switching Protocols: the device's channel. Each message the hub sends is one `HubChannelMessage` as JSON text; the device sends `DeviceChannelMessage`s (the schemas describe messages, not HTTP bodies, hence the media type). */
+      101: {
+        content: {
+          "application/x-websocket-message": {
+            /** @enum {string} */
+            type: "hello";
+            device_id: string;
+            site_id: string;
+            /** @description How often to send a heartbeat */
+            next_heartbeat_s: number;
+            server_time: string;
+          } | ({
+            /** @enum {string} */
+            type: "heartbeat.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            /** @enum {string} */
+            device_status: "online" | "offline" | "error";
+            next_heartbeat_s: number;
+            server_time: string;
+          }) | ({
+            /** @enum {string} */
+            type: "telemetry.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            results: ({
+                stored: boolean;
+                /**
+                 * @description first_sample (first, or first after a device restart), snapshot_interval, changed (moved beyond the threshold) or unchanged
+                 * @enum {string}
+                 */
+                reason: "first_sample" | "snapshot_interval" | "changed" | "unchanged";
+              })[];
+            stored_count: number;
+            server_time: string;
+          }) | {
+            /** @enum {string} */
+            type: "command";
+            command: components["schemas"]["Command"];
+          } | {
+            /** @enum {string} */
+            type: "push";
+            command: components["schemas"]["Command"];
+          } | ({
+            /** @enum {string} */
+            type: "ack.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            command_id: string;
+            acknowledged_at: string | null;
+          }) | {
+            /** @enum {string} */
+            type: "result.ok";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            command: components["schemas"]["Command"];
+          } | {
+            /** @enum {string} */
+            type: "pong";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            server_time: string;
+          } | ({
+            /** @enum {string} */
+            type: "error";
+            /** @description The `id` of the device message this answers, when it had one */
+            ref?: string;
+            /** @enum {string} */
+            code: "bad_message" | "rate_limited" | "not_found" | "conflict" | "invalid";
+            detail: string;
+            retry_after_s?: number;
+          }) | ({
+            /** @enum {string} */
+            type: "heartbeat";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            /**
+             * @description What the device says of itself; error/unhealthy marks it in error
+             * @enum {string}
+             */
+            status?: "online" | "healthy" | "error" | "unhealthy";
+            uptime_seconds?: number;
+            boot_id?: string;
+            heartbeat_interval_s?: number;
+            /** @description Device clock; never trusted for presence */
+            timestamp?: string;
+          }) | {
+            /** @enum {string} */
+            type: "telemetry";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            /** @description One sample or a batch of up to 100, oldest first; stored by the same delta rules as `POST /api/v1/agent/telemetry` */
+            samples: {
+                cpu_usage: number;
+                memory_usage: number;
+                disk_usage: number;
+                temperature?: number;
+                network_latency_ms?: number;
+                transaction_count?: number;
+                uptime_seconds?: number;
+                error_rate?: number;
+                boot_id?: string;
+                timestamp?: string;
+              }[];
+          } | {
+            /** @enum {string} */
+            type: "ack";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            command_id: string;
+          } | ({
+            /** @enum {string} */
+            type: "result";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+            command_id: string;
+            /**
+             * @description completed or failed (success and failure are read the same way)
+             * @enum {string}
+             */
+            status: "completed" | "failed" | "success" | "failure";
+            result?: unknown;
+            error_message?: string | null;
+          }) | {
+            /** @enum {string} */
+            type: "ping";
+            /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
+            id?: string;
+          };
+        };
+      };
+      /** @description No upgrade requested: whether the device has a channel open */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceChannelState"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Agents of the sites the caller may access
    * @deprecated
    * @description One row per active device: lifecycle `state`, `config_version`, last health check, uptime. Served from the agents projection in the database, which each site's hub updates on every transition — no site is called per request. Filters: `site_id`, `device_type` (case-insensitive), `status` (an agent state, a device status or a health status). Newest devices first; `limit` (default 50, max 500) and `offset`, with `total`.
@@ -9052,7 +12203,7 @@ export interface operations {
   /**
    * Event counts for a period
    * @deprecated
-   * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests from the request log (all requests for administrators, the caller's own otherwise).
+   * @description Counts by type, category and severity over `time_period_hours` (default 24), scoped like the event list. `api_access_count` counts API requests: for administrators all of them, from the raw request log where it still holds the period and from the hourly request rollups before that (the earliest hour counted whole); for other users their own requests, from the raw request log, so at most its retention back.
    */
   get_audit_statistics: {
     parameters: {
@@ -9075,6 +12226,436 @@ export interface operations {
       };
       /** @description Validation failed: detail lists each problem with its location */
       422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Export the audit events of a period (administrators)
+   * @deprecated
+   * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
+   *
+   * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+   *
+   * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
+   */
+  post_audit_export: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditExportRequest"];
+      };
+    };
+    responses: {
+      /** @description The export file */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditExportedEvent"][];
+          "application/x-ndjson": string;
+          "text/csv": string;
+          "application/gzip": string;
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A report on the audit events of a period (administrators)
+   * @deprecated
+   * @description Counts by category, severity and event type, the top users, devices and client addresses, and events per day, over `period` (start inclusive, end exclusive) and `categories`. Each report type counts:
+   * - `summary`: every event of the period
+   * - `security`: events of the `security_events` category (logins, refused access)
+   * - `device_activity`: events that name a device
+   * - `user_activity`: events that name a user
+   * `format: csv` gives the same figures as lines of `section,key,detail,events` (sections `total`, `category`, `severity`, `event_type`, `top_actor` with the e-mail as detail, `top_device` with the site, `top_ip_address`, `day`). See docs/audit-retention.md.
+   */
+  post_audit_reports: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditReportRequest"];
+      };
+    };
+    responses: {
+      /** @description The report */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditReport"];
+          "text/csv": string;
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The audit retention policy (administrators)
+   * @deprecated
+   * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+   */
+  get_audit_retention: {
+    responses: {
+      /** @description The policy */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditRetention"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set the audit retention policy (administrators)
+   * @deprecated
+   * @description The minute cron archives events older than `archive_after_days` to the AUDIT_ARCHIVE bucket as NDJSON, one object per UTC day and at most 1000 events (10 objects per run), then deletes events older than `retention_days` (at most 20000 per run); while archiving is on, an event is deleted only once it is archived. See docs/audit-retention.md.
+   *
+   * The change is audited as `config_updated` with the previous and the new policy. 422, and nothing changes, when `archive_after_days` exceeds `retention_days`, or `encryption_required` is asked without archiving or without a usable AUDIT_ARCHIVE_KEY.
+   */
+  post_audit_retention: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditRetentionPolicyRequest"];
+      };
+    };
+    responses: {
+      /** @description The policy now in force */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditRetention"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Audit archives written by the retention run (administrators)
+   * @deprecated
+   * @description Newest day first.
+   */
+  get_audit_archives: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number | null;
+        /** @description Only the archives of this UTC day (YYYY-MM-DD) */
+        day?: string;
+      };
+    };
+    responses: {
+      /** @description A page of archives */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditArchivePage"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Download an audit archive (administrators)
+   * @deprecated
+   * @description The archive's NDJSON (one exported event per line, the fields of `POST /audit/export`), gzip-compressed when the archive is. An encrypted archive is decrypted with AUDIT_ARCHIVE_KEY; 409 when that key is missing or is not the one the archive was written with.
+   */
+  get_audit_archives_archive_id: {
+    parameters: {
+      path: {
+        archive_id: string;
+      };
+    };
+    responses: {
+      /** @description The archive */
+      200: {
+        content: {
+          "application/x-ndjson": string;
+          "application/gzip": string;
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The audit trail's retention state (administrators)
+   * @deprecated
+   * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+   */
+  get_audit_status: {
+    responses: {
+      /** @description Status */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditStatus"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The audit trail's effective settings (administrators)
+   * @deprecated
+   * @description The retention policy, the retention run's bounds, the export, report and event limits, and the request log's settings. Secrets are never shown: `retention.encryption_key` only says whether the archive key is usable.
+   */
+  get_audit_config: {
+    responses: {
+      /** @description Settings */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditConfig"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Audit write rate, query latencies and table size (administrators)
+   * @deprecated
+   * @description Events written in the last hour and day, the latency of four typical audit queries measured on this request, and the table's row count and time span.
+   */
+  get_audit_performance: {
+    responses: {
+      /** @description Performance */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditPerformance"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Audit statistics with per-site and per-hour breakdowns (administrators)
+   * @deprecated
+   * @description The statistics of `GET /audit/statistics` over every event (an administrator's view), plus events per site and per UTC hour over `time_period_hours`.
+   */
+  get_audit_statistics_detailed: {
+    parameters: {
+      query?: {
+        time_period_hours?: number;
+      };
+    };
+    responses: {
+      /** @description Statistics */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditDetailedStatistics"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Run the audit retention now (administrators)
+   * @deprecated
+   * @description One retention run, as the minute cron does it: archives what the policy says is due and deletes what it allows, within the same per-run bounds, and reports what it did (also recorded as the latest run). Without a policy nothing is pruned and `run` is null. A run that failed part-way reports its error and keeps what it did.
+   */
+  post_audit_optimize: {
+    responses: {
+      /** @description What the run did */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditOptimizeResult"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
