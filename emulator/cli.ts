@@ -8,7 +8,8 @@ const USAGE = `npm run emulate -- --site SITE_ID --devices N [options]
   --bootstrap-key KEY     enrol with the site's bootstrap key
   --email E --password P  or as an operator: create and claim an enrolment intent per device
   --duration S            stop after S seconds (default: until Ctrl-C)
-  --mode http|channel     http (default): heartbeat, telemetry and command polls over HTTP
+  --mode http|channel     http (default): heartbeat, telemetry and command polls over HTTP;
+                          channel: over the device WebSocket channel (HTTP while it is down)
   --heartbeat S           heartbeat interval (default 10)
   --telemetry S           telemetry interval (default 15)
   --poll S                command poll interval (default 15)
@@ -75,10 +76,13 @@ export async function main(argv: string[]): Promise<CliResult> {
     return fail((error as Error).message);
   }
 
-  if (mode === "channel") return channelMode(url);
+  if (mode === "channel") {
+    const missing = await channelMissing(url);
+    if (missing) return missing;
+  }
 
-  const fleet = startFleet({ url, siteId: parsed.site, devices: count, enrolment, cadence, restartS, updateFailureRate, namePrefix: parsed["name-prefix"] });
-  console.log(`emulating ${count} device(s) on site ${parsed.site} at ${url} (heartbeat ${cadence.heartbeatS} s, telemetry ${cadence.telemetryS} s, poll ${cadence.pollS} s)` +
+  const fleet = startFleet({ url, siteId: parsed.site, devices: count, enrolment, cadence, mode, restartS, updateFailureRate, namePrefix: parsed["name-prefix"] });
+  console.log(`emulating ${count} device(s) on site ${parsed.site} at ${url} over ${mode} (heartbeat ${cadence.heartbeatS} s, telemetry ${cadence.telemetryS} s, poll ${cadence.pollS} s)` +
     `${durationS ? ` for ${durationS} s` : ""}; Ctrl-C stops`);
   await runUntilStopped(fleet, count, durationS, !parsed.quiet);
   printSummary(fleet, count);
@@ -118,7 +122,8 @@ export function progressLine(fleet: Fleet, count: number): string {
   const errors = Object.entries(s.errors()).map(([status, n]) => `${status}×${n}`).join(" ") || "none";
   const elapsed = Math.round((Date.now() - s.startedAt) / 1000);
   const clock = `${String(Math.floor(elapsed / 60)).padStart(2, "0")}:${String(elapsed % 60).padStart(2, "0")}`;
-  return `[${clock}] enrolled ${s.enrolled}/${count}  online ${fleet.online()}  ${perSecond.toFixed(1)} req/s  p99 ${p99} ms  errors ${errors}  ` +
+  const channels = fleet.devices.some((d) => d.channel !== undefined) ? ` (${fleet.onChannel()} on channel)` : "";
+  return `[${clock}] enrolled ${s.enrolled}/${count}  online ${fleet.online()}${channels}  ${perSecond.toFixed(1)} req/s  p99 ${p99} ms  errors ${errors}  ` +
     `commands ${s.commands.completed} done, ${s.commands.failed} failed`;
 }
 
@@ -144,22 +149,16 @@ function printSummary(fleet: Fleet, count: number) {
   console.log(`  commands: ${c.received} received, ${c.completed} completed, ${c.failed} failed, ${c.executedTwice} executed twice`);
 }
 
-/**
- * The device WebSocket channel is served by the service only when it has one: a 404 here means this
- * service predates it. This emulator speaks HTTP only for now.
- */
-async function channelMode(url: string): Promise<CliResult> {
-  let status: number | string;
+/** `--mode channel` against a service without the device channel is a mistake to report, not to emulate. */
+async function channelMissing(url: string): Promise<CliResult | undefined> {
+  let status: number;
   try {
     status = (await fetch(`${url}/api/v1/agent/channel`)).status;
   } catch (error) {
     console.error(`cannot reach ${url}: ${(error as Error).message}`);
     return { code: 1 };
   }
-  if (status === 404) {
-    console.error(`--mode channel: ${url} has no device channel (GET /api/v1/agent/channel answers 404). Use --mode http.`);
-  } else {
-    console.error(`--mode channel: the service offers a device channel (GET /api/v1/agent/channel answered ${status}), but this emulator does not speak it yet. Use --mode http.`);
-  }
+  if (status !== 404) return undefined;
+  console.error(`--mode channel: ${url} has no device channel (GET /api/v1/agent/channel answers 404). Use --mode http.`);
   return { code: 2 };
 }

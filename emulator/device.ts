@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { bearer, deviceHeaders, type Api } from "./client";
+import { DeviceChannel, type ChannelCommand } from "./channel";
 import type { CallKind, FleetStats } from "./stats";
 
 /** How often an emulated device calls (seconds), before jitter. */
@@ -9,11 +10,17 @@ export interface Cadence {
   pollS: number;
 }
 
+/** `http`: every call over HTTP, commands by polling. `channel`: heartbeat, telemetry and commands over the device channel, HTTP while it is down. */
+export type TransportMode = "http" | "channel";
+
 /** How a device gets its key: the site's bootstrap key, or an operator's login creating and claiming an enrolment intent. */
 export type EnrolmentMethod = { kind: "bootstrap"; bootstrapKey: string } | { kind: "operator"; email: string; password: string };
 
 export interface DeviceOptions {
   api: Api;
+  /** The service's base URL (the channel's WebSocket address is derived from it). */
+  url: string;
+  mode: TransportMode;
   siteId: string;
   name: string;
   cadence: Cadence;
@@ -165,6 +172,17 @@ export class EmulatedDevice {
   private nameTaken = 0;
   /** Whether the last heartbeat was answered 200 and the device is not restarting. */
   online = false;
+  /** The open device channel, in channel mode; undefined while it is down (HTTP carries the calls meanwhile). */
+  channel: DeviceChannel | undefined;
+  private nextChannelAttempt = 0;
+  private channelFailures = 0;
+  /** The service has no device channel (404): this device stays on HTTP. */
+  private channelMissing = false;
+  /** Commands that came on the channel run one at a time, in the order they came. */
+  private commandChain: Promise<void> = Promise.resolve();
+  /** Cuts the current wait short when the channel drops, so HTTP takes over at once. */
+  private nap = new AbortController();
+  private signal: AbortSignal = new AbortController().signal;
   private readonly reports = new Map<string, Report>();
   private readonly metrics = { cpu: 20 + Math.random() * 20, memory: 40 + Math.random() * 20, disk: 50 + Math.random() * 20, transactions: 0 };
 
@@ -172,6 +190,7 @@ export class EmulatedDevice {
 
   async run(signal: AbortSignal): Promise<void> {
     const o = this.options;
+    this.signal = signal;
     while (!signal.aborted) {
       if (!this.deviceId) {
         const name = this.nameTaken ? `${o.name}-${this.nameTaken}` : o.name;
@@ -196,16 +215,88 @@ export class EmulatedDevice {
       if (this.needsBoot) {
         if (!(await this.boot(signal))) continue;
       }
-      const due = Math.min(this.nextBeat, this.nextTelemetry, this.nextPoll);
+      if (this.wantsChannel() && now >= this.nextChannelAttempt) {
+        await this.openChannel(signal);
+        continue;
+      }
+      // On the channel commands arrive by themselves: no polling.
+      const due = Math.min(this.nextBeat, this.nextTelemetry, this.channel ? Infinity : this.nextPoll, this.wantsChannel() ? this.nextChannelAttempt : Infinity);
       if (due > now) {
-        await sleep(due - now, signal);
+        this.nap = new AbortController();
+        await sleep(due - now, AbortSignal.any([signal, this.nap.signal]));
         continue;
       }
       if (now >= this.nextBeat) await this.heartbeat(signal);
       else if (now >= this.nextTelemetry) await this.telemetry(signal);
-      else await this.poll(signal);
+      else if (!this.channel) await this.poll(signal);
     }
+    this.channel?.close();
     this.online = false;
+  }
+
+  private wantsChannel() {
+    return this.options.mode === "channel" && !this.channel && !this.channelMissing;
+  }
+
+  /**
+   * Opens the device channel. Refusals are read as the heartbeat's: 401 enrols again, 403 (suspended)
+   * retries in a minute, 404 (a service without a channel) stays on HTTP; anything else retries with
+   * backoff, HTTP carrying the calls meanwhile.
+   */
+  private async openChannel(signal: AbortSignal) {
+    const opened = await DeviceChannel.open(this.options.url, this.headers(), this.options.stats, {
+      onCommand: (command) => this.received(command),
+      onClose: (code) => this.channelClosed(code),
+    }, signal);
+    if (signal.aborted) {
+      if (opened.ok) opened.channel.close();
+      return;
+    }
+    if (opened.ok) {
+      this.channel = opened.channel;
+      this.channelFailures = 0;
+      // Presence over the channel starts with a heartbeat on it.
+      this.nextBeat = Date.now();
+      return;
+    }
+    if (opened.status === 404) this.channelMissing = true;
+    else if (opened.status === 401) this.forgetKey();
+    else if (opened.status === 403) this.nextChannelAttempt = Date.now() + jitter(60_000);
+    else this.retryChannelLater();
+  }
+
+  private retryChannelLater() {
+    this.channelFailures++;
+    this.nextChannelAttempt = Date.now() + jitter(Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(this.channelFailures - 1, 5)));
+  }
+
+  /** The hub closed the channel (or it dropped): see docs/device-channel.md, "Closing codes". */
+  private channelClosed(code: number) {
+    this.channel = undefined;
+    if (code === 4401) this.forgetKey();
+    else if (code === 4403) {
+      this.online = false;
+      this.nextChannelAttempt = Date.now() + jitter(60_000);
+    } else if (code === 1000) this.nextChannelAttempt = Date.now();
+    else this.retryChannelLater();
+    // Until it is back, heartbeats and command polls go over HTTP, starting now.
+    this.nextPoll = Math.min(this.nextPoll, Date.now());
+    this.nap.abort();
+  }
+
+  /** A command the hub sent on the channel: run after those before it. */
+  private received(command: ChannelCommand) {
+    this.commandChain = this.commandChain.then(() => {
+      if (this.signal.aborted || this.offlineUntil > Date.now()) return;
+      return this.execute(command.command_id, command.command_type, command.payload, this.signal);
+    });
+  }
+
+  private forgetKey() {
+    this.deviceId = undefined;
+    this.needsBoot = true;
+    this.online = false;
+    this.channel?.close();
   }
 
   private headers() {
@@ -236,10 +327,16 @@ export class EmulatedDevice {
 
   private async heartbeat(signal: AbortSignal) {
     const o = this.options;
-    const answer = await timedCall(o.stats, "heartbeat", () => o.api.POST("/api/v1/agent/heartbeat", {
-      headers: this.headers(), signal,
-      body: { status: "online", uptime_seconds: this.uptimeS(), boot_id: this.bootId, heartbeat_interval_s: Math.max(1, Math.round(o.cadence.heartbeatS)), timestamp: new Date().toISOString() },
-    }));
+    const body = { status: "online" as const, uptime_seconds: this.uptimeS(), boot_id: this.bootId, heartbeat_interval_s: Math.max(1, Math.round(o.cadence.heartbeatS)), timestamp: new Date().toISOString() };
+    const channel = this.channel;
+    const answer = channel
+      ? await channel.request("heartbeat", { type: "heartbeat", ...body })
+      : await timedCall(o.stats, "heartbeat", () => o.api.POST("/api/v1/agent/heartbeat", { headers: this.headers(), signal, body }));
+    if (!answer.ok && channel && answer.status === "network") {
+      // The channel is gone or stuck: drop it and send this heartbeat over HTTP now.
+      channel.close();
+      return;
+    }
     if (!answer.ok) {
       this.online = false;
       this.nextBeat = Date.now() + jitter(o.cadence.heartbeatS * 1000);
@@ -260,15 +357,17 @@ export class EmulatedDevice {
     m.disk = walk(m.disk, 0.2, 5, 99);
     m.transactions += Math.floor(Math.random() * 5);
     this.nextTelemetry = Date.now() + jitter(o.cadence.telemetryS * 1000);
-    const answer = await timedCall(o.stats, "telemetry", () => o.api.POST("/api/v1/agent/telemetry", {
-      headers: this.headers(), signal,
-      body: {
-        cpu_usage: round(m.cpu), memory_usage: round(m.memory), disk_usage: round(m.disk), temperature: round(38 + m.cpu / 5),
-        network_latency_ms: Math.round(8 + Math.random() * 30), transaction_count: m.transactions, uptime_seconds: this.uptimeS(),
-        error_rate: round(Math.random() * 0.02, 3), boot_id: this.bootId, timestamp: new Date().toISOString(),
-      },
-    }));
-    if (!answer.ok) await this.handleFailure(answer, signal);
+    const sample = {
+      cpu_usage: round(m.cpu), memory_usage: round(m.memory), disk_usage: round(m.disk), temperature: round(38 + m.cpu / 5),
+      network_latency_ms: Math.round(8 + Math.random() * 30), transaction_count: m.transactions, uptime_seconds: this.uptimeS(),
+      error_rate: round(Math.random() * 0.02, 3), boot_id: this.bootId, timestamp: new Date().toISOString(),
+    };
+    const channel = this.channel;
+    const answer = channel
+      ? await channel.request("telemetry", { type: "telemetry", samples: [sample] })
+      : await timedCall(o.stats, "telemetry", () => o.api.POST("/api/v1/agent/telemetry", { headers: this.headers(), signal, body: sample }));
+    if (!answer.ok && channel && answer.status === "network") channel.close();
+    else if (!answer.ok) await this.handleFailure(answer, signal);
     else this.failures = 0;
   }
 
@@ -292,7 +391,16 @@ export class EmulatedDevice {
   /** Acknowledges, runs and reports one command; a command already run is only acknowledged and reported again. */
   private async execute(commandId: string, type: string, payload: Record<string, unknown>, signal: AbortSignal) {
     const o = this.options;
-    const ack = await timedCall(o.stats, "ack", () => o.api.POST("/api/v1/commands/{command_id}/ack", { params: { path: { command_id: commandId } }, headers: this.headers(), signal }));
+    // Acks and results go on whichever path is up: the service takes them on either.
+    const ackChannel = this.channel;
+    const ack = ackChannel
+      ? await ackChannel.request("ack", { type: "ack", command_id: commandId })
+      : await timedCall(o.stats, "ack", () => o.api.POST("/api/v1/commands/{command_id}/ack", { params: { path: { command_id: commandId } }, headers: this.headers(), signal }));
+    if (!ack.ok && ack.status === "network" && ackChannel) {
+      // The channel dropped: the lease lapses and the command comes again, on the next channel or poll.
+      ackChannel.close();
+      return;
+    }
     let report = this.reports.get(commandId);
     // 409: the command is finished or cancelled. Only a command this device already ran is reported again.
     if (!ack.ok && (ack.status !== 409 || !report)) {
@@ -307,13 +415,18 @@ export class EmulatedDevice {
       if (this.reports.size > 1000) this.reports.delete(this.reports.keys().next().value!);
     }
     const done = report;
-    const answer = await timedCall(o.stats, "report", () => o.api.PUT("/api/v1/commands/{command_id}/status", {
-      params: { path: { command_id: commandId } }, headers: this.headers(), signal,
-      body: { status: done.status, result: done.result, error_message: done.error_message ?? null },
-    }));
+    const reportChannel = this.channel;
+    const answer = reportChannel
+      ? await reportChannel.request("report", { type: "result", command_id: commandId, status: done.status, result: done.result, error_message: done.error_message ?? null })
+      : await timedCall(o.stats, "report", () => o.api.PUT("/api/v1/commands/{command_id}/status", {
+        params: { path: { command_id: commandId } }, headers: this.headers(), signal,
+        body: { status: done.status, result: done.result, error_message: done.error_message ?? null },
+      }));
     if (answer.ok) {
       if (done.status === "completed") o.stats.commands.completed++;
       else o.stats.commands.failed++;
+    } else if (answer.status === "network" && reportChannel) {
+      reportChannel.close();
     } else if (answer.status !== 409) {
       await this.handleFailure(answer, signal);
     }
@@ -337,6 +450,7 @@ export class EmulatedDevice {
   /** Offline for `restartS`, then boots again (new boot id, uptime from zero, DNA). */
   private restart() {
     this.online = false;
+    this.channel?.close();
     this.offlineUntil = Date.now() + jitter(this.options.restartS * 1000);
     this.bootId = randomUUID();
     this.bootedAt = this.offlineUntil;
@@ -349,9 +463,7 @@ export class EmulatedDevice {
    */
   private async handleFailure(outcome: Outcome<unknown> & { ok: false }, signal: AbortSignal) {
     if (outcome.status === 401) {
-      this.deviceId = undefined;
-      this.needsBoot = true;
-      this.online = false;
+      this.forgetKey();
       return;
     }
     if (outcome.status === 403) {

@@ -1,5 +1,5 @@
 import { apiClient } from "./client";
-import { EmulatedDevice, Enroller, type Cadence, type EnrolmentMethod } from "./device";
+import { EmulatedDevice, Enroller, type Cadence, type EnrolmentMethod, type TransportMode } from "./device";
 import { FleetStats } from "./stats";
 
 export interface FleetOptions {
@@ -8,6 +8,8 @@ export interface FleetOptions {
   devices: number;
   enrolment: EnrolmentMethod;
   cadence: Cadence;
+  /** `http` (default) or `channel`: heartbeat, telemetry and commands over the device channel. */
+  mode?: TransportMode;
   /** Device names are `<namePrefix>-<n>`; unique per run by default, since a site's device names are unique. */
   namePrefix?: string;
   restartS?: number;
@@ -18,6 +20,8 @@ export interface Fleet {
   stats: FleetStats;
   devices: EmulatedDevice[];
   online(): number;
+  /** Devices with their device channel open now. */
+  onChannel(): number;
   /** Stops every device (in-flight calls are abandoned) and resolves once all have stopped. */
   stop(): Promise<void>;
 }
@@ -30,7 +34,7 @@ export function startFleet(options: FleetOptions): Fleet {
   const prefix = options.namePrefix ?? `emu-${Date.now().toString(36)}`;
   const controller = new AbortController();
   const devices = Array.from({ length: options.devices }, (_, i) => new EmulatedDevice({
-    api, siteId: options.siteId, name: `${prefix}-${i + 1}`, cadence: options.cadence, enrolment: enroller, stats,
+    api, url: options.url, mode: options.mode ?? "http", siteId: options.siteId, name: `${prefix}-${i + 1}`, cadence: options.cadence, enrolment: enroller, stats,
     restartS: options.restartS ?? 5, updateFailureRate: options.updateFailureRate ?? 0.1,
   }));
   const running = devices.map((d) => d.run(controller.signal));
@@ -38,6 +42,7 @@ export function startFleet(options: FleetOptions): Fleet {
     stats,
     devices,
     online: () => devices.filter((d) => d.online).length,
+    onChannel: () => devices.filter((d) => d.channel).length,
     async stop() {
       controller.abort();
       await Promise.allSettled(running);

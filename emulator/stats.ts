@@ -1,5 +1,6 @@
 /** What the fleet did: requests by call and status, latencies, enrolment, presence and commands. */
-export type CallKind = "enrol" | "dna" | "heartbeat" | "telemetry" | "poll" | "ack" | "report";
+/** `channel`: opening the device channel (101 when it opened); on the channel, messages count as the call they stand for. */
+export type CallKind = "enrol" | "dna" | "heartbeat" | "telemetry" | "poll" | "ack" | "report" | "channel";
 
 const WINDOW_MS = 10_000;
 

@@ -20,6 +20,8 @@ export async function loadEmulator() {
     platform: "node",
     format: "esm",
     target: "node20",
+    // The WebSocket client of channel mode is CommonJS with optional native add-ons: loaded from node_modules as it is.
+    external: ["ws"],
     logLevel: "warning",
   });
   try {

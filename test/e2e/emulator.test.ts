@@ -78,6 +78,62 @@ describe("the device emulator against the built service", () => {
     }
   });
 
+  it("in channel mode, enrols N devices over HTTP, brings them online on the device channel and completes a job sent on it", async () => {
+    const DEVICES = 3;
+    const email = `emulator-channel-${Date.now()}@example.com`;
+    const signup = await api("/api/v1/auth/signup", { method: "POST", body: { email, password: "emulator-password" } });
+    const token = signup.json.data.access_token as string;
+    const siteId = `EMU-CH-${Date.now().toString(36).toUpperCase()}`;
+    expect((await api("/api/v1/sites/sites", { method: "POST", token, body: { site_id: siteId, name: "Channel store" } })).status).toBe(201);
+    const key = await api(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token });
+
+    const { startFleet } = await loadEmulator();
+    // Polls would come every second if the devices were on HTTP; on the channel there are none.
+    const fleet = startFleet({
+      url: base, siteId, devices: DEVICES, enrolment: { kind: "bootstrap", bootstrapKey: key.json.bootstrap_key },
+      cadence: { heartbeatS: 2, telemetryS: 2, pollS: 1 }, updateFailureRate: 0, restartS: 1, namePrefix: "lane", mode: "channel",
+    });
+    try {
+      await until("every device online on its channel", async () => fleet.stats.enrolled === DEVICES && fleet.online() === DEVICES && fleet.onChannel() === DEVICES);
+      await until("the site's device list to show them online", async () => {
+        const res = await api(`/api/v1/devices/sites/${siteId}/devices`, { token });
+        return res.json.length === DEVICES && res.json.every((d: { status: string }) => d.status === "online");
+      });
+      await until("telemetry sent on the channel", async () => (fleet.stats.latencySummary().telemetry?.count ?? 0) >= DEVICES);
+
+      const job = await api(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token, body: { action: "update_config", config_version: "2026.11.2" } });
+      expect(job.status).toBe(201);
+      const done = await until("the job to complete", async () => {
+        const res = await api(`/api/v1/jobs/${job.json.job_id}`, { token });
+        return ["completed", "failed", "timeout"].includes(res.json.status) && res.json;
+      });
+      expect(done.status).toBe("completed");
+      expect(fleet.stats.commands).toMatchObject({ received: DEVICES, completed: DEVICES, failed: 0, executedTwice: 0 });
+      let calls = fleet.stats.latencySummary();
+      expect(calls.poll).toBeUndefined();
+      expect(calls.channel.count).toBe(DEVICES);
+      expect(calls.ack.count).toBe(DEVICES);
+      expect(calls.report.count).toBe(DEVICES);
+
+      // A restart sent on the channel: the device closes it, stays down for --restart-s, boots and opens a new one.
+      const restarted = fleet.devices[0];
+      const restart = await api(`/api/v1/devices/${restarted.deviceId}/commands`, { method: "POST", token, body: { command_type: "restart" } });
+      expect(restart.status).toBe(201);
+      await until("the restart to complete", async () => {
+        const res = await api(`/api/v1/commands/${restart.json.command_id}`, { token });
+        return res.json.status === "completed";
+      });
+      await until("the restarted device back on a new channel", async () => fleet.stats.latencySummary().channel.count === DEVICES + 1 && restarted.channel && restarted.online);
+      calls = fleet.stats.latencySummary();
+      expect(calls.dna.count).toBe(DEVICES + 1);
+      expect(calls.poll).toBeUndefined();
+      expect([...fleet.stats.byStatus.keys()].filter((status) => status === "network" || Number(status) >= 400)).toEqual([]);
+    } finally {
+      await fleet.stop();
+    }
+    expect(fleet.onChannel()).toBe(0);
+  });
+
   it("enrols with an operator's login by creating and claiming enrolment intents", async () => {
     const email = `emulator-operator-${Date.now()}@example.com`;
     const password = "emulator-password";
