@@ -2,7 +2,7 @@ import { OpenAPIHono, createRoute, z, type RouteConfig } from "@hono/zod-openapi
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
-import { requireAccess, type AccessRule } from "../middleware/access";
+import { requireAccess, requireUserWithSiteAccess, type AccessRule } from "../middleware/access";
 import { strictJsonBody } from "../middleware/json-body";
 import { requireUserOrDevice } from "../middleware/user-or-device";
 import { ApiError, type ValidationIssue } from "./errors";
@@ -115,8 +115,10 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
     ...(route as Omit<R, "auth" | "authenticate" | "access" | "errors" | "unauthenticatedDetail">),
     security: SECURITY[auth],
     middleware: [
-      ...authMiddleware,
-      ...(access ? [accessCheck(access, route.request)] : []),
+      ...(siteRuleOnPath(access) && auth === "user" && !authenticate && !unauthenticatedDetail
+        // The commonest operator route: one D1 statement for the user, the site and the role together.
+        ? [requireUserWithSiteAccess(access, paramsSchema(route.request))]
+        : [...authMiddleware, ...(access ? [accessCheck(access, route.request)] : [])]),
       ...(route.request?.body ? [strictJsonBody] : []),
     ],
     responses: { ...errorResponses, ...route.responses },
@@ -141,6 +143,14 @@ function withUnauthenticatedDetail(middleware: MiddlewareHandler<AppEnv>, detail
     }
     if (passed) await next();
   };
+}
+
+function siteRuleOnPath(rule: AccessRule | undefined): rule is Extract<AccessRule, { site: unknown }> {
+  return !!rule && "site" in rule && rule.from !== "query";
+}
+
+function paramsSchema(request: RouteConfig["request"]) {
+  return request?.params instanceof z.ZodType ? request.params : undefined;
 }
 
 function accessCheck(rule: AccessRule, request: RouteConfig["request"]) {

@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 import { HTTPException } from "hono/http-exception";
@@ -20,13 +21,21 @@ export function readAccessToken(authorization: string | undefined, cookie: strin
   return cookie || undefined;
 }
 
-export const requireUser = createMiddleware<AppEnv>(async (c, next) => {
+/** The user id of the request's access token, verified (no database read); 401 without a valid one. */
+export async function verifiedUserId(c: Context<AppEnv>): Promise<number> {
   const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
   if (!token) throw unauthorized("Not authenticated");
   const claims = await verifyAccessToken(c.var.config, token);
   if (!claims) throw unauthorized("Could not validate credentials");
-  const user = await findActiveUserById(c.var.db, claims.userId);
-  if (!user) throw unauthorized("Could not validate credentials");
+  return claims.userId;
+}
+
+/** The 401 of a valid token whose account is gone or deactivated. */
+export const accountNotActive = () => unauthorized("Could not validate credentials");
+
+export const requireUser = createMiddleware<AppEnv>(async (c, next) => {
+  const user = await findActiveUserById(c.var.db, await verifiedUserId(c));
+  if (!user) throw accountNotActive();
   c.set("user", user);
   await next();
 });

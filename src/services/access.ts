@@ -31,6 +31,51 @@ export async function siteRole(db: Db, user: AuthUser, site: SiteRow): Promise<R
 
 export const findSite = (db: Db, siteId: string) => db.select().from(sites).where(eq(sites.siteId, siteId)).get();
 
+/** A site as an access check sees it: the row, and the caller's effective role there (none: undefined). */
+export interface SiteAccess {
+  site: SiteRow;
+  role: Role | undefined;
+}
+
+/**
+ * The site and the user's roles on it (the site grant and the site's tenant grant) in one statement,
+ * since every operator route on a site pays for this lookup. Undefined when the site does not exist.
+ */
+export async function findSiteAccess(db: Db, user: AuthUser, siteId: string): Promise<SiteAccess | undefined> {
+  if (user.isAdmin) {
+    const site = await findSite(db, siteId);
+    return site && { site, role: "owner" };
+  }
+  const row = await db.select({ site: sites, siteRole: siteMemberships.role, tenantRole: tenantMemberships.role })
+    .from(sites)
+    .leftJoin(siteMemberships, and(eq(siteMemberships.siteId, sites.siteId), eq(siteMemberships.userId, user.id)))
+    .leftJoin(tenantMemberships, and(eq(tenantMemberships.tenantId, sites.tenantId), eq(tenantMemberships.userId, user.id)))
+    .where(eq(sites.siteId, siteId))
+    .get();
+  return row && { site: row.site, role: maxRole(row.siteRole ?? undefined, row.tenantRole ?? undefined) };
+}
+
+/**
+ * The signed-in user (when active) together with the site and their role on it, in one statement:
+ * what authentication and the access check of a site route need, for the price of one round trip.
+ * `user` is undefined when the account is gone or deactivated; `access` when the site does not exist.
+ */
+export async function findUserAndSiteAccess(db: Db, userId: number, siteId: string): Promise<{ user?: AuthUser; access?: SiteAccess }> {
+  const account = { id: users.id, email: users.email, username: users.username, fullName: users.fullName, isAdmin: users.isAdmin, isActive: users.isActive };
+  const row = await db.select({ account, site: sites, siteRole: siteMemberships.role, tenantRole: tenantMemberships.role })
+    .from(users)
+    .leftJoin(sites, eq(sites.siteId, siteId))
+    .leftJoin(siteMemberships, and(eq(siteMemberships.siteId, sites.siteId), eq(siteMemberships.userId, users.id)))
+    .leftJoin(tenantMemberships, and(eq(tenantMemberships.tenantId, sites.tenantId), eq(tenantMemberships.userId, users.id)))
+    .where(eq(users.id, userId))
+    .get();
+  if (!row?.account.isActive) return {};
+  const { isActive: _active, ...user } = row.account;
+  if (!row.site) return { user };
+  const role = user.isAdmin ? "owner" : maxRole(row.siteRole ?? undefined, row.tenantRole ?? undefined);
+  return { user, access: { site: row.site, role } };
+}
+
 export const siteNotFound = (siteId: string) => notFound(`Site with ID '${siteId}' not found`);
 export const deviceNotFound = (deviceId: string) => notFound(`Device with ID '${deviceId}' not found`);
 export const tenantNotFound = (tenantId: string) => notFound(`Tenant with ID '${tenantId}' not found`);
@@ -63,9 +108,21 @@ export async function authorizeSite(
   request?: Request,
   { hiddenAs = () => siteNotFound(siteId), outsider = "hidden" }: SiteAccessOptions = {},
 ): Promise<{ site: SiteRow; role: Role }> {
-  const site = await findSite(db, siteId);
-  if (!site) throw hiddenAs();
-  const role = await siteRole(db, user, site);
+  return checkSiteAccess(db, user, siteId, await findSiteAccess(db, user, siteId), minimum, request, { hiddenAs, outsider });
+}
+
+/** authorizeSite's rule applied to a site and role already looked up (`found`: undefined when the site does not exist). */
+export async function checkSiteAccess(
+  db: Db,
+  user: AuthUser,
+  siteId: string,
+  found: SiteAccess | undefined,
+  minimum: Role,
+  request?: Request,
+  { hiddenAs = () => siteNotFound(siteId), outsider = "hidden" }: SiteAccessOptions = {},
+): Promise<{ site: SiteRow; role: Role }> {
+  if (!found) throw hiddenAs();
+  const { site, role } = found;
   if (role && rank(role) >= rank(minimum)) return { site, role };
   const hidden = !role && outsider === "hidden";
   await recordAudit(db, {

@@ -1,10 +1,11 @@
-// The few parts of the `ws` package (a devDependency, shipped without types) the end-to-end tests use.
+// The few parts of the `ws` package (a devDependency, shipped without types) the end-to-end tests and
+// the emulator's channel mode (emulator/channel.ts) use.
 declare module "ws" {
   import { EventEmitter } from "node:events";
   import type { IncomingMessage } from "node:http";
 
   export default class WebSocket extends EventEmitter {
-    constructor(address: string, options?: { headers?: Record<string, string> });
+    constructor(address: string, options?: { headers?: Record<string, string>; handshakeTimeout?: number });
     static readonly CONNECTING: 0;
     static readonly OPEN: 1;
     static readonly CLOSING: 2;
