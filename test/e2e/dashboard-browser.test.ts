@@ -407,6 +407,34 @@ describe("the operator dashboard in a real browser", () => {
     await page.close();
   }, 60_000);
 
+  it("the sites overview shows a device coming online without a reload, pushed by the site's live channel", async () => {
+    const manager = { email: `${unique("overview")}@example.com`, password: "correct-horse-overview" };
+    const token = (await call("/api/v1/auth/signup", { method: "POST", body: manager })).json.data.access_token as string;
+    const overviewSite = unique("OVERVIEW").toUpperCase();
+    expect((await call("/api/v1/sites/sites", { method: "POST", token, body: { site_id: overviewSite, name: "Overview store" } })).status).toBe(201);
+    const till = await call(`/api/v1/devices/sites/${overviewSite}/devices`, { method: "POST", token, body: { name: "Overview till", device_type: "pos_terminal" } });
+    const tillHeaders = { "X-Device-ID": till.json.device_id, "X-API-Key": till.json.api_key };
+
+    const page = await newPage();
+    await signIn(page, manager);
+    const card = page.locator(`.site-card[data-site="${overviewSite}"]`);
+    await expect.poll(() => card.getAttribute("data-live"), { timeout: UI_TIMEOUT }).toBe("live");
+    await expect.poll(() => card.locator('[data-count="total"]').textContent(), { timeout: UI_TIMEOUT }).toBe("1");
+    expect(await card.locator('[data-count="online"]').textContent()).toBe("0");
+    // A live card is not re-read on a timer: only the channel's event can bring the change.
+    const healthReads: string[] = [];
+    page.on("request", (request) => { if (request.url().endsWith(`/api/v1/sites/${overviewSite}/health`)) healthReads.push(request.url()); });
+
+    expect((await call("/api/v1/agent/heartbeat", { method: "POST", headers: tillHeaders, body: { heartbeat_interval_s: 1 } })).json.device_status).toBe("online");
+    const sent = Date.now();
+    await expect.poll(() => card.locator('[data-count="online"]').textContent(), { timeout: 2_000, interval: 50 }).toBe("1");
+    expect(Date.now() - sent).toBeLessThan(2_000);
+    expect(healthReads.length).toBeGreaterThanOrEqual(1);
+    expect(await card.getAttribute("data-live")).toBe("live");
+    await shot(page, "sites-live");
+    await page.close();
+  });
+
   it("kept every request on the service and logged no error", () => {
     expect(outside, "requests to other origins").toEqual([]);
     expect(problems, "console errors, page errors, CSP violations").toEqual([]);
