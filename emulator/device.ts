@@ -289,7 +289,7 @@ export class EmulatedDevice {
     this.commandChain = this.commandChain.then(() => {
       if (this.signal.aborted || this.offlineUntil > Date.now()) return;
       return this.execute(command.command_id, command.command_type, command.payload, this.signal);
-    });
+    }).catch(() => undefined);
   }
 
   private forgetKey() {
