@@ -82,7 +82,7 @@ export async function main(argv: string[]): Promise<CliResult> {
   }
 
   const fleet = startFleet({ url, siteId: parsed.site, devices: count, enrolment, cadence, mode, restartS, updateFailureRate, namePrefix: parsed["name-prefix"] });
-  console.log(`emulating ${count} device(s) on site ${parsed.site} at ${url} over ${mode} (heartbeat ${cadence.heartbeatS} s, telemetry ${cadence.telemetryS} s, poll ${cadence.pollS} s)` +
+  console.log(`emulating ${count} device(s) on site ${parsed.site} at ${url} over ${mode} (heartbeat ${cadence.heartbeatS} s, telemetry ${cadence.telemetryS} s, poll ${cadence.pollS} s${mode === "channel" ? " while the channel is down" : ""})` +
     `${durationS ? ` for ${durationS} s` : ""}; Ctrl-C stops`);
   await runUntilStopped(fleet, count, durationS, !parsed.quiet);
   printSummary(fleet, count);

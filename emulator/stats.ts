@@ -51,9 +51,9 @@ export class FleetStats {
     return { perSecond: recent.length / seconds, p99: percentile(recent.map((r) => r.ms), 99) };
   }
 
-  /** Answers that are neither 2xx nor transport-level successes, by status. */
+  /** Answers that are neither 2xx nor transport-level successes (101: a channel opened), by status. */
   errors(): Record<string, number> {
-    return Object.fromEntries([...this.byStatus].filter(([status]) => !status.startsWith("2")));
+    return Object.fromEntries([...this.byStatus].filter(([status]) => !status.startsWith("2") && status !== "101"));
   }
 
   latencySummary(): Record<string, { count: number; p50_ms: number; p99_ms: number; max_ms: number }> {
