@@ -435,6 +435,37 @@ describe("the operator dashboard in a real browser", () => {
     await page.close();
   });
 
+  it("the sites overview re-reads a site's health every 5 s while its live channel cannot open", async () => {
+    const manager = { email: `${unique("fallback")}@example.com`, password: "correct-horse-fallback" };
+    const token = (await call("/api/v1/auth/signup", { method: "POST", body: manager })).json.data.access_token as string;
+    const fallbackSite = unique("FALLBACK").toUpperCase();
+    expect((await call("/api/v1/sites/sites", { method: "POST", token, body: { site_id: fallbackSite, name: "Fallback store" } })).status).toBe(201);
+    const till = await call(`/api/v1/devices/sites/${fallbackSite}/devices`, { method: "POST", token, body: { name: "Fallback till", device_type: "pos_terminal" } });
+
+    // This page's live channel never gets a ticket: the refusals it logs are the point, not problems.
+    const page = await context.newPage();
+    page.on("pageerror", (error) => problems.push(`page error: ${error.stack ?? error}`));
+    page.on("console", (message) => {
+      if (message.type() !== "error") return;
+      const where = message.location().url;
+      if (/status of (401|503)/.test(message.text()) && (where.endsWith("/api/v1/auth/me") || where.endsWith("/ws-ticket"))) return;
+      problems.push(`console error: ${message.text()} (${where})`);
+    });
+    await page.route(`**/api/v1/sites/${fallbackSite}/ws-ticket`, (route) => route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ detail: "refused by the test" }) }));
+    await signIn(page, manager);
+    const card = page.locator(`.site-card[data-site="${fallbackSite}"]`);
+    await expect.poll(() => card.getAttribute("data-live"), { timeout: UI_TIMEOUT }).toBe("polling");
+    await expect.poll(() => card.locator('[data-count="total"]').textContent(), { timeout: UI_TIMEOUT }).toBe("1");
+    expect(await card.locator('[data-count="online"]').textContent()).toBe("0");
+
+    const beat = await call("/api/v1/agent/heartbeat", { method: "POST", headers: { "X-Device-ID": till.json.device_id, "X-API-Key": till.json.api_key }, body: { heartbeat_interval_s: 1 } });
+    expect(beat.json.device_status).toBe("online");
+    // The next 5 s re-read brings it (plus the read's own time on a loaded machine).
+    await expect.poll(() => card.locator('[data-count="online"]').textContent(), { timeout: 8_000, interval: 100 }).toBe("1");
+    expect(await card.getAttribute("data-live")).toBe("polling");
+    await page.close();
+  });
+
   it("kept every request on the service and logged no error", () => {
     expect(outside, "requests to other origins").toEqual([]);
     expect(problems, "console errors, page errors, CSP violations").toEqual([]);
