@@ -66,7 +66,7 @@ try {
   const oneQuery = { ...(await load("ref: one D1 query (GET /health)", { url: `${api}/health` })), notes: "SELECT 1" };
   rows.push(oneQuery);
   // The same authentication and access check as the site reads (the user, the site and the caller's
-  // role, from D1), without the hub: no site read can outrun it.
+  // role, one D1 statement), without the hub: no site read can outrun it.
   const accessOnly = { ...(await load("ref: auth + site access (GET /api/v1/sites/{id})", { url: `${api}/api/v1/sites/${SITES[0].siteId}`, headers: auth })), notes: "no hub call" };
   rows.push(accessOnly);
   const measured = {};
