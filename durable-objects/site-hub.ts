@@ -33,6 +33,8 @@ import { DeviceChannels, isDeviceSocket, keyDigestOf, send, type ChannelHost } f
 import { CHANNEL_CLOSE, DEVICE_CHANNEL_HEADER, DeviceChannelOpenSchema, NOT_ADMITTED_HEADER } from "../src/shared/device-channel";
 import { AiAssessor } from "./ai-assessment";
 import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
+import { TWINS_SCHEMA, Twins } from "./twins";
+import type { DesiredPatchResult, JsonObject, TwinDeviceSeed, TwinDrift, TwinState, TwinSyncChange, TwinTemplateSet } from "../src/shared/twin";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -67,6 +69,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   protected readonly assessor: AiAssessor;
   private readonly sse = new SseChannel();
   protected readonly deviceChannels: DeviceChannels;
+  protected readonly twins: Twins;
   private readonly subscriptionLimits: SubscriptionLimits;
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
@@ -114,6 +117,16 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.jobs = new JobRunner(this.sql, { siteId, d1, now, emit, outbox: this.outbox, commands: this.commands });
     this.deviceChannels = new DeviceChannels(ctx, now, siteId);
     this.assessor = new AiAssessor(this.sql, this.metrics);
+    this.sql.exec(TWINS_SCHEMA);
+    this.twins = new Twins(this.sql, {
+      siteId, now, d1, emit,
+      meta: (key) => this.meta(key),
+      setMeta: (key, value) => { this.setMeta(key, value); },
+      sendDelta: (deviceId, message) => {
+        const [socket] = this.deviceChannels.socketsOf(deviceId);
+        if (socket) send(socket, message);
+      },
+    });
     // Subscribers' keep-alive `ping` is answered without waking the hub from hibernation.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
   }
@@ -188,7 +201,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
     const beatBy = this.agentRuntime.noteBeat(sighting.deviceId, row.status, now);
     if (beatBy !== undefined) await this.ensureAlarm(now, beatBy);
-    return { status: row.status, next_heartbeat_s: row.interval_s, server_time: iso(now) };
+    return { status: row.status, next_heartbeat_s: row.interval_s, server_time: iso(now), desired_version: await this.twinVersionOf(sighting.deviceId) };
   }
 
   async telemetry(siteId: string, keyDigest: string, deviceId: string, samples: Sample[]): Promise<StoreDecision[] | RateLimited | NotAdmitted> {
@@ -258,7 +271,51 @@ export class SiteHub extends DurableObject<HubBindings> {
       const p = live.get(d.device_id);
       return p ? { ...d, status: p.status, last_seen: iso(p.last_seen_ms) } : d;
     });
-    return summariseSiteHealth(siteId, list, this.now());
+    const twins = this.twins.counts(list.map((d) => d.device_id));
+    return { ...summariseSiteHealth(siteId, list, this.now()), twin_in_sync_devices: twins.in_sync, twin_drifted_devices: twins.drifted };
+  }
+
+  // ---- device twins (twins.ts) --------------------------------------------------------------
+
+  /**
+   * For the heartbeat: hub-local once the hub holds the twin. The first call for a device seeds it
+   * (one D1 read, as its first credential check does); if that fails the heartbeat still answers.
+   */
+  private async twinVersionOf(deviceId: string): Promise<number> {
+    const version = this.twins.desiredVersion(deviceId);
+    if (version) return version;
+    try {
+      return (await this.twins.ensure(deviceId))?.effective_version ?? 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** The device's twin; undefined when the device is not on this site. */
+  async twin(siteId: string, deviceId: string): Promise<TwinState | undefined> {
+    this.bind(siteId);
+    return this.twins.twin(deviceId);
+  }
+
+  async patchTwinDesired(siteId: string, deviceId: string, ifMatch: number, patch: JsonObject): Promise<Outcome<DesiredPatchResult> | undefined> {
+    this.bind(siteId);
+    return this.twins.patchDesired(deviceId, ifMatch, patch);
+  }
+
+  async patchTwinReported(siteId: string, deviceId: string, patch: JsonObject): Promise<Outcome<{ twin: TwinState; in_sync_changed: boolean }> | undefined> {
+    this.bind(siteId);
+    return this.twins.patchReported(deviceId, patch);
+  }
+
+  /** The site's template set changed: every listed device is recomputed here, in one call. */
+  async setTwinTemplates(siteId: string, templates: TwinTemplateSet, devices: TwinDeviceSeed[]): Promise<TwinSyncChange[]> {
+    this.bind(siteId);
+    return this.twins.setTemplates(templates, devices);
+  }
+
+  async twinDrift(siteId: string): Promise<TwinDrift[]> {
+    this.bind(siteId);
+    return this.twins.drift();
   }
 
   // ---- commands and jobs (commands.ts, jobs.ts) ---------------------------------------------

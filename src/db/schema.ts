@@ -649,3 +649,31 @@ export const aiExchanges = sqliteTable("ai_exchanges", {
   index("ai_exchanges_user_created").on(t.userId, t.createdAt),
   index("ai_exchanges_expires").on(t.expiresAt),
 ]);
+
+// Device twins (docs/twins.md): the durable record of each device's own desired document and of
+// the templates layered under it. Reported state and the effective document live in the site hub;
+// `in_sync` mirrors the hub's verdict so drift can be queried across sites.
+export const deviceTwins = sqliteTable("device_twins", {
+  deviceId: text("device_id").primaryKey(),
+  siteId: text("site_id").notNull(),
+  desired: text("desired").notNull().default("{}"),
+  version: integer("version").notNull().default(0),
+  inSync: integer("in_sync", { mode: "boolean" }).notNull().default(true),
+  updatedAt: updatedAt(),
+}, (t) => [
+  index("device_twins_site_sync_idx").on(t.siteId, t.inSync),
+]);
+
+/** A site's template (scope `site`, segment '') or a tenant's template for one device type (scope `tenant`). */
+export const twinTemplates = sqliteTable("twin_templates", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  scope: text("scope", { enum: ["site", "tenant"] }).notNull(),
+  scopeId: text("scope_id").notNull(),
+  segment: text("segment").notNull().default(""),
+  document: text("document").notNull(),
+  version: integer("version").notNull().default(1),
+  updatedBy: integer("updated_by"),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("twin_templates_scope_uq").on(t.scope, t.scopeId, t.segment),
+]);

@@ -29,6 +29,7 @@ import { rolloutRoutes } from "./rollouts/routes";
 import { siteTimeZoneRoutes } from "./sites/time-zone";
 import { aiAssistantRoutes, aiV1Routes, legacyPredictRoutes } from "./ai/routes";
 import { dashboardRoutes } from "./dashboard/routes";
+import { agentTwinRoutes, deviceTwinRoutes, siteTwinRoutes, tenantTwinRoutes } from "./twins/routes";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -106,6 +107,12 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/ai", router: aiAssistantRoutes() },
   { prefix: "/api/v1/ai", router: aiV1Routes() },
   { prefix: "/", router: legacyPredictRoutes() },
+
+  // Device twins: desired and reported state, templates and drift (docs/twins.md)
+  { prefix: "/api/v1/devices", router: deviceTwinRoutes() },
+  { prefix: "/api/v1/sites", router: siteTwinRoutes() },
+  { prefix: "/api/v1/tenants", router: tenantTwinRoutes() },
+  { prefix: "/api/v1/agent", router: agentTwinRoutes() },
 ];
 
 /**

@@ -8,6 +8,7 @@
 import { z } from "@hono/zod-openapi";
 import { CommandRecordSchema, StoreDecisionSchema } from "./hub-contract";
 import { LIVE_STATUSES } from "./vocabulary";
+import { TwinDeltaMessageSchema } from "./twin";
 
 // Control characters are never part of an identifier a device sends (they forge log lines).
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
@@ -133,7 +134,7 @@ const ChannelErrorSchema = z.object({
 });
 
 export const HubChannelMessageSchema = z
-  .discriminatedUnion("type", [HelloSchema, HeartbeatOkSchema, TelemetryOkSchema, CommandMessageSchema, PushMessageSchema, AckOkSchema, ResultOkSchema, PongSchema, ChannelErrorSchema])
+  .discriminatedUnion("type", [HelloSchema, HeartbeatOkSchema, TelemetryOkSchema, CommandMessageSchema, PushMessageSchema, AckOkSchema, ResultOkSchema, PongSchema, ChannelErrorSchema, TwinDeltaMessageSchema])
   .openapi("HubChannelMessage", { description: "A message the hub sends to the device on its channel (JSON text)." });
 export type HubChannelMessage = z.infer<typeof HubChannelMessageSchema>;
 export type ChannelErrorCode = (typeof CHANNEL_ERROR_CODES)[number];

@@ -15,7 +15,7 @@ const json = z.record(z.string(), z.unknown());
 
 /** A hub method's refusal: the status and detail the API answers with. */
 export const HubErrorSchema = z.object({
-  status: z.union([z.literal(404), z.literal(409), z.literal(422), z.literal(429)]),
+  status: z.union([z.literal(404), z.literal(409), z.literal(422), z.literal(429), z.literal(412), z.literal(413)]),
   detail: z.string(),
   retryAfterS: z.number().int().positive().optional(),
 });
@@ -77,6 +77,8 @@ export const HeartbeatResultSchema = z.object({
   status: z.enum(LIVE_STATUSES),
   next_heartbeat_s: z.number().int(),
   server_time: z.string(),
+  /** The device's effective twin version: when it differs from the one the device holds, it fetches its twin. */
+  desired_version: z.number().int(),
 });
 export type HeartbeatResult = z.infer<typeof HeartbeatResultSchema>;
 export const HeartbeatReplySchema = z.union([HeartbeatResultSchema, RateLimitedSchema, NotAdmittedSchema]);
@@ -139,6 +141,8 @@ export const SiteHealthSchema = z.object({
   status_summary: z.string(),
   devices: z.array(SiteHealthDeviceSchema),
   last_updated: z.string(),
+  twin_in_sync_devices: z.number().int().openapi({ description: "Devices whose reported state matches their effective desired state" }),
+  twin_drifted_devices: z.number().int().openapi({ description: "Devices whose reported state differs from it (GET /api/v1/sites/{site_id}/drift lists them)" }),
 }).openapi("SiteHealth");
 export type SiteHealth = z.infer<typeof SiteHealthSchema>;
 
