@@ -183,6 +183,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     const now = this.now();
     const interval = await this.credentials.refresh(deviceId, now);
     await this.closeChannelsNoLongerAdmitted(deviceId, now);
+    await this.twins.refreshSegment(deviceId);
     if (interval === undefined || !this.presence.get(deviceId)) return;
     this.presence.configure(deviceId, interval);
     await this.ensureAlarm(now);

@@ -237,8 +237,15 @@ export class Twins {
     return { in_sync: rows.length - drifted, drifted };
   }
 
-  forget(deviceId: string) {
-    this.sql.exec("DELETE FROM twins WHERE device_id = ?", deviceId);
+  /** The device's type may have changed in D1: a twin held here follows it to its segment's template. */
+  async refreshSegment(deviceId: string) {
+    const row = this.row(deviceId);
+    if (!row) return;
+    const device = await this.host.d1().prepare("SELECT device_type FROM devices WHERE device_id = ?").bind(deviceId).first<{ device_type: string }>();
+    if (!device || device.device_type === row.segment) return;
+    this.sql.exec("UPDATE twins SET segment = ? WHERE device_id = ?", device.device_type, deviceId);
+    const { effectiveChanged, inSyncChanged } = this.recompute(deviceId, this.host.now());
+    if (effectiveChanged || inSyncChanged) this.announce(deviceId);
   }
 
   private announce(deviceId: string) {

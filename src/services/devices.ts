@@ -71,8 +71,9 @@ export async function updateDevice(env: Env, db: Db, user: AuthUser, device: Dev
       userId: user.id, siteId: device.siteId, deviceId: device.deviceId, metadata: { changed: update }, request,
     })),
   ]);
-  // Presence reads the configured heartbeat interval from the hub's copy of the device.
-  if (update.heartbeat_interval_s !== undefined) await deviceChanged(env, device.siteId, device.deviceId);
+  // Presence reads the configured heartbeat interval from the hub's copy of the device; its twin, the
+  // device type (which tenant template applies).
+  if (update.heartbeat_interval_s !== undefined || update.device_type !== undefined) await deviceChanged(env, device.siteId, device.deviceId);
   return row;
 }
 

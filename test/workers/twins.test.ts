@@ -182,6 +182,12 @@ describe("device twins: templates", () => {
     expect(read.json).toMatchObject({ document: { locale: "de" }, version: 2 });
     expect((await call(`/api/v1/tenants/${tenantId}/twin-templates/pos_terminal`, { token: a.token })).json.document).toEqual({ display: { brightness: 40, theme: "dark" }, printer: "thermal" });
     expect((await call(`/api/v1/tenants/${tenantId}/twin-templates/kiosk`, { token: a.token })).json).toMatchObject({ document: {}, version: 0, updated_at: null });
+
+    // A kiosk that becomes a till takes the till's segment template at once.
+    expect((await call(`/api/v1/devices/${kiosk.device_id}`, { method: "PATCH", token: a.token, body: { device_type: "pos_terminal" } })).status).toBe(200);
+    const moved = (await twinOf(a.token, kiosk.device_id)).json;
+    expect(moved).toMatchObject({ segment: "pos_terminal", effective: { display: { brightness: 40, theme: "dark" }, printer: "thermal", locale: "de" } });
+    expect(moved.sources["/printer"]).toBe("segment:pos_terminal");
   });
 
   it("drift lists devices not matching, with keys and for how long; site health counts them", async () => {
