@@ -3,7 +3,7 @@
  * site hub's (durable-objects/twins.ts); D1 keeps the desired documents and templates as the durable
  * record, plus each device's in_sync flag, written here from what the hub answers.
  */
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, ne, sql } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { deviceTwins, devices, sites, twinTemplates } from "../db/schema";
 import { ApiError, badRequest } from "../lib/errors";
@@ -176,12 +176,15 @@ async function recomputeSite(env: Env, db: Db, siteId: string): Promise<number> 
 
 // ---- drift ----------------------------------------------------------------------------------------
 
-/** The site's devices whose reported state differs from their effective desired state, longest first. */
+/**
+ * The site's devices whose reported state differs from their effective desired state, longest
+ * first. Retired devices are left out: they will never converge, and nobody expects them to.
+ */
 export async function siteDrift(env: Env, db: Db, siteId: string) {
   const drift = await siteHub(env, siteId).twinDrift();
-  const names = new Map((await db.select({ deviceId: devices.deviceId, name: devices.name }).from(devices).where(eq(devices.siteId, siteId)).all())
+  const names = new Map((await db.select({ deviceId: devices.deviceId, name: devices.name }).from(devices)
+    .where(and(eq(devices.siteId, siteId), ne(devices.lifecycleState, "retired"))).all())
     .map((d) => [d.deviceId, d.name]));
-  // A twin the hub still holds for a device since deleted is not drift.
   const list = drift.filter((d) => names.has(d.device_id)).map((d) => ({ ...d, name: names.get(d.device_id)! }));
   return { site_id: siteId, drifted_devices: list.length, devices: list };
 }

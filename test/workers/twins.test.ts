@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { admin, call, db, grantSiteRole, signup, unique } from "./helpers";
+import { admin, call, db, fetchChecked, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
 import { auditOfType, liveEvents } from "./commands-helpers";
 import { ManualClock, installClock } from "./clock";
@@ -135,6 +135,17 @@ describe("device twins: the device's side", () => {
     expect((await twinOf(owner.token, device.device_id)).json.in_sync).toBe(true);
   });
 
+  it("takes a patch sent as application/merge-patch+json", async () => {
+    const { owner, device } = await setup();
+    const response = await fetchChecked(new Request(`http://fleet.test/api/v1/devices/${device.device_id}/twin/desired`, {
+      method: "PATCH",
+      headers: { Authorization: `Bearer ${owner.token}`, "Content-Type": "application/merge-patch+json", "If-Match": '"0"' },
+      body: JSON.stringify({ volume: 2 }),
+    }));
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ desired: { volume: 2 }, version: 1 });
+  });
+
   it("is told of a change at once on its channel", async () => {
     const { owner, device } = await setup();
     const socket = await openSocket("/api/v1/agent/channel", { headers: deviceHeaders(device.device_id, device.api_key) });
@@ -211,6 +222,13 @@ describe("device twins: templates", () => {
     expect(await inSyncRow(other.device_id)).toMatchObject({ inSync: true });
     await report(device, { app: "3.0" });
     expect((await call(`/api/v1/sites/${siteId}/drift`, { token: owner.token })).json.devices).toEqual([]);
+
+    // A retired device never converges: it is not drift anyone is asked to fix.
+    await call(`/api/v1/sites/${siteId}/twin-template`, { method: "PUT", token: owner.token, body: { app: "3.1" } });
+    // (No route retires a device yet; the lifecycle column is what the drift list reads.)
+    await db().update(schema.devices).set({ lifecycleState: "retired" }).where(eq(schema.devices.deviceId, other.device_id));
+    const after = await call(`/api/v1/sites/${siteId}/drift`, { token: owner.token });
+    expect(after.json.devices.map((d: { device_id: string }) => d.device_id)).toEqual([device.device_id]);
   });
 });
 
