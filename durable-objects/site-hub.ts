@@ -593,7 +593,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return Response.json({ detail: "Expected a WebSocket upgrade" }, { status: 426 });
     const interval = this.presence.get(device.device_id)?.interval_s ?? this.credentials.configuredIntervalS(device.device_id) ?? DEFAULT_INTERVAL_S;
     const hashFingerprint = await sha256Hex(this.credentials.verifiedHash(device.device_id, device.key_digest) ?? "");
-    const { response } = this.deviceChannels.accept(device.device_id, device.key_digest, hashFingerprint, { next_heartbeat_s: interval });
+    const { response } = this.deviceChannels.accept(device.device_id, device.key_digest, hashFingerprint, { next_heartbeat_s: interval, desired_version: await this.twinVersionOf(device.device_id) });
     // What was queued while the device was away goes out now, leased as a poll would lease it.
     const before = this.outbox.added;
     this.deliverOnChannel(device.device_id, now);

@@ -82,6 +82,7 @@ const HelloSchema = z.object({
   site_id: z.string(),
   next_heartbeat_s: z.number().int().openapi({ description: "How often to send a heartbeat" }),
   server_time: z.string(),
+  desired_version: z.number().int().openapi({ description: "The device's effective twin version: fetch the twin when it differs from the one held" }),
 });
 
 const HeartbeatOkSchema = z.object({
@@ -90,6 +91,7 @@ const HeartbeatOkSchema = z.object({
   device_status: z.enum(LIVE_STATUSES),
   next_heartbeat_s: z.number().int(),
   server_time: z.string(),
+  desired_version: z.number().int().openapi({ description: "As in the HTTP heartbeat's answer" }),
 });
 
 const TelemetryOkSchema = z.object({

@@ -146,14 +146,19 @@ describe("device twins: the device's side", () => {
     expect(await response.json()).toMatchObject({ desired: { volume: 2 }, version: 1 });
   });
 
-  it("is told of a change at once on its channel", async () => {
+  it("is told of a change at once on its channel, and of changes made while away when it connects", async () => {
     const { owner, device } = await setup();
+    await patchDesired(owner.token, device.device_id, { volume: 5 }, '"0"');
     const socket = await openSocket("/api/v1/agent/channel", { headers: deviceHeaders(device.device_id, device.api_key) });
     if (!socket.ws) throw new Error(`channel refused: ${socket.status}`);
-    await socket.until(() => socket.messages.find((m) => m.type === "hello"), "hello");
-    await patchDesired(owner.token, device.device_id, { volume: 7 }, '"0"');
+    const hello = await socket.until(() => socket.messages.find((m) => m.type === "hello"), "hello");
+    expect(hello).toMatchObject({ desired_version: 1 });
+    await patchDesired(owner.token, device.device_id, { volume: 7 }, '"1"');
     const delta = await socket.until(() => socket.messages.find((m) => m.type === "twin.delta"), "twin.delta");
-    expect(delta).toMatchObject({ type: "twin.delta", version: 1, desired: { volume: 7 }, delta: { volume: 7 } });
+    expect(delta).toMatchObject({ type: "twin.delta", version: 2, desired: { volume: 7 }, delta: { volume: 7 } });
+    socket.ws.send(JSON.stringify({ type: "heartbeat", id: "hb" }));
+    const beat = await socket.until(() => socket.messages.find((m) => m.type === "heartbeat.ok"), "heartbeat.ok");
+    expect(beat).toMatchObject({ desired_version: 2 });
     socket.ws.close();
   });
 });
