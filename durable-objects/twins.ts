@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS twins (
 CREATE TABLE IF NOT EXISTS twin_templates (name TEXT PRIMARY KEY, document TEXT NOT NULL);
 `;
 
-const TEMPLATES_LOADED = "twin_templates_loaded";
+/** Meta key: the generation of the template set this hub holds (absent: not loaded from D1 yet). */
+const TEMPLATES_GENERATION = "twin_templates_generation";
 
 type TwinRow = {
   device_id: string; segment: string; desired: string; desired_updated: string; version: number;
@@ -102,11 +103,12 @@ export class Twins {
 
   /** The site's templates, read from D1 once per hub (later changes arrive through setTemplates). */
   private async loadTemplates() {
-    if (this.host.meta(TEMPLATES_LOADED)) return;
+    if (this.host.meta(TEMPLATES_GENERATION) !== undefined) return;
     const { results } = await this.host.d1().prepare(
-      "SELECT scope, segment, document FROM twin_templates WHERE (scope = 'site' AND scope_id = ?1) OR (scope = 'tenant' AND scope_id = (SELECT tenant_id FROM sites WHERE site_id = ?1))",
-    ).bind(this.host.siteId()).all<{ scope: string; segment: string; document: string }>();
+      "SELECT scope, segment, document, version FROM twin_templates WHERE (scope = 'site' AND scope_id = ?1) OR (scope = 'tenant' AND scope_id = (SELECT tenant_id FROM sites WHERE site_id = ?1))",
+    ).bind(this.host.siteId()).all<{ scope: string; segment: string; document: string; version: number }>();
     this.replaceTemplates({
+      generation: results.reduce((sum, r) => sum + r.version, 0),
       site: results.find((r) => r.scope === "site") ? parse(results.find((r) => r.scope === "site")!.document) : null,
       segments: Object.fromEntries(results.filter((r) => r.scope === "tenant").map((r) => [r.segment, parse(r.document)])),
     });
@@ -118,7 +120,7 @@ export class Twins {
     for (const [segment, document] of Object.entries(templates.segments)) {
       this.sql.exec("INSERT INTO twin_templates (name, document) VALUES (?, ?)", `segment:${segment}`, JSON.stringify(document));
     }
-    this.host.setMeta(TEMPLATES_LOADED, "1");
+    this.host.setMeta(TEMPLATES_GENERATION, String(templates.generation));
   }
 
   private template(name: string): JsonObject | undefined {
@@ -202,6 +204,9 @@ export class Twins {
    * are answered so the Worker can record it in D1.
    */
   setTemplates(templates: TwinTemplateSet, devices: TwinDeviceSeed[]): TwinSyncChange[] {
+    const held = this.host.meta(TEMPLATES_GENERATION);
+    // An older set than the one held (two template writes whose calls crossed) changes nothing.
+    if (held !== undefined && Number(held) > templates.generation) return [];
     this.replaceTemplates(templates);
     const now = this.host.now();
     const changes: TwinSyncChange[] = [];

@@ -161,7 +161,7 @@ async function recomputeSite(env: Env, db: Db, siteId: string): Promise<number> 
   const site = await db.select({ tenantId: sites.tenantId }).from(sites).where(eq(sites.siteId, siteId)).get();
   const templates = await db.select().from(twinTemplates).where(sql`(${twinTemplates.scope} = 'site' AND ${twinTemplates.scopeId} = ${siteId})
       OR (${twinTemplates.scope} = 'tenant' AND ${twinTemplates.scopeId} = ${site?.tenantId ?? null})`).all();
-  const set: TwinTemplateSet = { site: null, segments: {} };
+  const set: TwinTemplateSet = { generation: templates.reduce((sum, t) => sum + t.version, 0), site: null, segments: {} };
   for (const t of templates) {
     if (t.scope === "site") set.site = JSON.parse(t.document) as JsonObject;
     else set.segments[t.segment] = JSON.parse(t.document) as JsonObject;

@@ -204,6 +204,11 @@ export type TwinCounts = z.infer<typeof TwinCountsSchema>;
 
 /** What the Worker sends a hub when templates change: the site's whole template set and its devices. */
 export interface TwinTemplateSet {
+  /**
+   * The sum of the set's template versions. Every write bumps one version, so a later set has a
+   * larger sum: a hub keeps the set with the largest, whichever order two writers' calls arrive in.
+   */
+  generation: number;
   site: JsonObject | null;
   /** Segment name (device type) → the tenant's template for it. */
   segments: Record<string, JsonObject>;

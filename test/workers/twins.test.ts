@@ -3,7 +3,7 @@ import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { admin, call, db, fetchChecked, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
-import { auditOfType, liveEvents } from "./commands-helpers";
+import { auditOfType, hub, liveEvents } from "./commands-helpers";
 import { ManualClock, installClock } from "./clock";
 import { openSocket } from "./live-helpers";
 
@@ -204,6 +204,18 @@ describe("device twins: templates", () => {
     const moved = (await twinOf(a.token, kiosk.device_id)).json;
     expect(moved).toMatchObject({ segment: "pos_terminal", effective: { display: { brightness: 40, theme: "dark" }, printer: "thermal", locale: "de" } });
     expect(moved.sources["/printer"]).toBe("segment:pos_terminal");
+  });
+
+  it("a hub keeps the newer template set when two writes' calls arrive out of order", async () => {
+    const { owner, siteId, device } = await setup();
+    await call(`/api/v1/sites/${siteId}/twin-template`, { method: "PUT", token: owner.token, body: { app: "1" } });
+    await call(`/api/v1/sites/${siteId}/twin-template`, { method: "PUT", token: owner.token, body: { app: "2" } });
+    // The first write's call, late: generation 1 against the hub's 2.
+    const changes = await hub(siteId).setTwinTemplates(siteId, { generation: 1, site: { app: "1" }, segments: {} }, [
+      { device_id: device.device_id, device_type: "pos_terminal", desired: null, version: 0 },
+    ]);
+    expect(changes).toEqual([]);
+    expect((await twinOf(owner.token, device.device_id)).json.effective).toEqual({ app: "2" });
   });
 
   it("drift lists devices not matching, with keys and for how long; site health counts them", async () => {
