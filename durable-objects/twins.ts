@@ -107,9 +107,10 @@ export class Twins {
     const { results } = await this.host.d1().prepare(
       "SELECT scope, segment, document, version FROM twin_templates WHERE (scope = 'site' AND scope_id = ?1) OR (scope = 'tenant' AND scope_id = (SELECT tenant_id FROM sites WHERE site_id = ?1))",
     ).bind(this.host.siteId()).all<{ scope: string; segment: string; document: string; version: number }>();
+    const site = results.find((r) => r.scope === "site");
     this.replaceTemplates({
       generation: results.reduce((sum, r) => sum + r.version, 0),
-      site: results.find((r) => r.scope === "site") ? parse(results.find((r) => r.scope === "site")!.document) : null,
+      site: site ? parse(site.document) : null,
       segments: Object.fromEntries(results.filter((r) => r.scope === "tenant").map((r) => [r.segment, parse(r.document)])),
     });
   }

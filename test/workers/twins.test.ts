@@ -3,7 +3,7 @@ import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { admin, call, db, fetchChecked, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
-import { auditOfType, hub, liveEvents } from "./commands-helpers";
+import { auditOfType, hub, hubSql, liveEvents } from "./commands-helpers";
 import { ManualClock, installClock } from "./clock";
 import { openSocket } from "./live-helpers";
 
@@ -204,6 +204,19 @@ describe("device twins: templates", () => {
     const moved = (await twinOf(a.token, kiosk.device_id)).json;
     expect(moved).toMatchObject({ segment: "pos_terminal", effective: { display: { brightness: 40, theme: "dark" }, printer: "thermal", locale: "de" } });
     expect(moved.sources["/printer"]).toBe("segment:pos_terminal");
+  });
+
+  it("a hub that lost its twins rebuilds them from D1: desired documents, versions and templates", async () => {
+    const { owner, siteId, device } = await setup();
+    await call(`/api/v1/sites/${siteId}/twin-template`, { method: "PUT", token: owner.token, body: { locale: "fr" } });
+    await patchDesired(owner.token, device.device_id, { volume: 4 }, '"0"');
+    await hubSql(siteId, "DELETE FROM twins");
+    await hubSql(siteId, "DELETE FROM twin_templates");
+    await hubSql(siteId, "DELETE FROM meta WHERE key = 'twin_templates_generation'");
+    const twin = await twinOf(owner.token, device.device_id);
+    expect(twin.headers.get("ETag")).toBe('"1"');
+    expect(twin.json).toMatchObject({ desired: { volume: 4 }, version: 1, effective: { locale: "fr", volume: 4 }, sources: { "/locale": "site", "/volume": "device" } });
+    expect((await patchDesired(owner.token, device.device_id, { volume: 5 }, '"1"')).status).toBe(200);
   });
 
   it("a hub keeps the newer template set when two writes' calls arrive out of order", async () => {
