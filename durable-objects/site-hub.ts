@@ -26,6 +26,8 @@ import { COMMANDS_SCHEMA, CommandQueue } from "./commands";
 import { JOBS_SCHEMA, JobRunner } from "./jobs";
 import { ENROLMENT_QUOTA_SCHEMA, EnrolmentQuota } from "./enrolment-quota";
 import type { TimedPart } from "./timed-part";
+import { eraseDeviceCommands, eraseDeviceHistory } from "./device-release";
+import type { DeviceRelease, ReleasedDevice } from "../src/shared/hub-contract";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -228,6 +230,29 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.bind(siteId);
     this.presence.forget(deviceId);
     await this.agentRuntime.stopAgent(deviceId);
+  }
+
+  /**
+   * The device leaves this site for good (device-release.ts): its open commands are cancelled with
+   * the operator's reason, its presence and agent stop, its cached credential goes, and what
+   * `drop` names is erased. The D1 side (command ends, audit, agent projection) is written before
+   * this returns, so the Worker's own D1 changes come after it.
+   */
+  async releaseDevice(siteId: string, deviceId: string, release: DeviceRelease): Promise<ReleasedDevice> {
+    this.bind(siteId);
+    const now = this.now();
+    const cancelled: string[] = [];
+    for (const commandId of this.commands.openOfDevice(deviceId)) {
+      if (this.commands.cancel(commandId, now, { userId: release.userId, reason: release.reason, force: true }).ok) cancelled.push(commandId);
+    }
+    this.presence.forget(deviceId);
+    await this.agentRuntime.stopAgent(deviceId);
+    this.credentials.invalidate(deviceId);
+    if (release.drop !== "live") eraseDeviceHistory(this.sql, deviceId);
+    if (release.drop === "everything") eraseDeviceCommands(this.sql, deviceId);
+    await this.outbox.flush();
+    await this.ensureAlarm(now);
+    return { cancelledCommands: cancelled };
   }
 
   /** The site's health: the D1 device list overlaid with live presence. */

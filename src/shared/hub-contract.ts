@@ -481,3 +481,18 @@ export type SeriesReply = z.infer<typeof SeriesReplySchema>;
 // alone, the rest still go out).
 
 export const QueuedBatchSchema = z.array(outcomeOf(QueuedCommandSchema));
+
+// ---- device lifecycle -----------------------------------------------------------------------
+// A device that leaves a site for good (retired, archived, transferred away, purged): what the
+// hub drops besides its live state (presence, agent, cached credential, open commands).
+
+export const DeviceReleaseSchema = z.object({
+  reason: z.string(),
+  userId: z.number().int().nullable(),
+  /** `live`: only the live state; `history`: its metrics and agent history too; `everything`: its commands as well. */
+  drop: z.enum(["live", "history", "everything"]),
+});
+export type DeviceRelease = z.infer<typeof DeviceReleaseSchema>;
+
+export const ReleasedDeviceSchema = z.object({ cancelledCommands: z.array(z.string()) });
+export type ReleasedDevice = z.infer<typeof ReleasedDeviceSchema>;
