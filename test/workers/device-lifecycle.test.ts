@@ -3,7 +3,7 @@ import { eq, sql } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
 import { call, createSite, db, grantSiteRole, signup, unique } from "./helpers";
 import { heartbeat, registerDevice, siteWithOperator, telemetry } from "./device-helpers";
-import { auditOfType, flushHub, hubSql, queueCommand } from "./commands-helpers";
+import { auditOfType, flushHub, hub, hubSql, queueCommand } from "./commands-helpers";
 
 const post = (path: string, token: string, body?: unknown, headers: Record<string, string> = {}) => call(path, { method: "POST", token, body, headers });
 const rowsOf = async (table: string, deviceId: string) =>
@@ -137,6 +137,17 @@ describe("transfer", () => {
     expect((await call(`/api/v1/devices/sites/${siteId}/devices`, { token: owner.token })).json).toEqual([]);
     expect(await auditOfType(siteId, "device_transferred")).toHaveLength(1);
     expect(await auditOfType(target, "device_transferred")).toHaveLength(1);
+  });
+
+  it("a device moved through another isolate is looked up afresh after the old site's hub no longer knows it", async () => {
+    const { owner, siteId, device } = await liveDevice();
+    const target = await createSite(owner.token);
+    // What a transfer made by another isolate leaves behind here: D1 and the hubs know, this isolate's cache does not.
+    await db().update(schema.devices).set({ siteId: target }).where(eq(schema.devices.deviceId, device.device_id));
+    await hub(siteId).deviceChanged(siteId, device.device_id);
+    expect((await heartbeat(device.device_id, device.api_key)).status).toBe(401);
+    expect((await heartbeat(device.device_id, device.api_key)).status).toBe(200);
+    expect(await hubSql(target, "SELECT device_id FROM presence")).toEqual([{ device_id: device.device_id }]);
   });
 
   it("needs the operator role on the target site too, and refuses its own site", async () => {
