@@ -14,7 +14,7 @@ import {
 import { conflict, isUniqueViolation, unprocessable } from "../lib/errors";
 import { canonicalJson, newUuid, randomToken, sha256Hex } from "../shared/ids";
 import { auditRow } from "../shared/audit-row";
-import { lifecycleStep, type LifecycleAction, type LifecycleChange, type LifecycleState } from "../shared/device-lifecycle";
+import type { LifecycleAction, LifecycleChange } from "../shared/device-lifecycle";
 import { currentDate } from "../lib/clock";
 import { siteHub } from "../hub/client";
 import { authorizeSite } from "./access";
@@ -22,14 +22,7 @@ import { deviceChanged, deviceCreated, deviceRemoved, rememberIssuedKey } from "
 import { credentialReplaced } from "./credential-throttle";
 import { hashSecret } from "./passwords";
 import { startSimulatedAgent } from "./agents";
-import type { DeviceRow } from "./devices";
-
-/** The state `action` leads to from the device's state, or 409 saying why it is not allowed. */
-export function requireLifecycleStep(device: DeviceRow, action: LifecycleAction): LifecycleState | "gone" {
-  const step = lifecycleStep(device.lifecycleState, action);
-  if (!step.allowed) throw conflict(step.reason);
-  return step.next;
-}
+import { assertLifecycleAllows, type DeviceRow } from "./devices";
 
 /** A new one-time key and its hash for a real device; simulated devices have none. */
 async function newKey(device: DeviceRow) {
@@ -61,8 +54,8 @@ function lifecycleHistory(device: DeviceRow, user: AuthUser, next: string, reaso
  * agent and forgets its presence. D1 first, so the key is refused from the hub's next read on.
  */
 export async function retireDevice(env: Env, db: Db, user: AuthUser, device: DeviceRow, action: "retire" | "archive", reason: string | null, request?: Request): Promise<LifecycleChange> {
-  const next = requireLifecycleStep(device, action);
-  if (next === "gone") throw conflict("Unexpected lifecycle step");
+  assertLifecycleAllows(device, action);
+  const next = action === "retire" ? "retired" : "archived";
   const at = currentDate().toISOString();
   const why = reason ?? (action === "retire" ? "Retired by an operator" : "Archived by an operator");
   await db.batch([
@@ -92,7 +85,7 @@ export async function retireDevice(env: Env, db: Db, user: AuthUser, device: Dev
 export async function transferDevice(
   env: Env, db: Db, user: AuthUser, device: DeviceRow, input: { target_site_id: string; reason: string }, request?: Request,
 ): Promise<LifecycleChange> {
-  requireLifecycleStep(device, "transfer");
+  assertLifecycleAllows(device, "transfer");
   const from = device.siteId;
   if (input.target_site_id === from) throw conflict(`Device ${device.deviceId} is already in site ${from}`);
   const { site: target } = await authorizeSite(db, user, input.target_site_id, "operator", request);
@@ -137,7 +130,7 @@ export async function transferDevice(
  * epoch, a new key shown once (the old one stops working at once), and it is active.
  */
 export async function reenrolDevice(env: Env, db: Db, user: AuthUser, device: DeviceRow, reason: string | null, request?: Request): Promise<LifecycleChange> {
-  requireLifecycleStep(device, "reenrol");
+  assertLifecycleAllows(device, "reenrol");
   const { apiKey, apiKeyHash } = await newKey(device);
   const epochId = newUuid();
   const at = currentDate().toISOString();
@@ -166,7 +159,7 @@ export async function reenrolDevice(env: Env, db: Db, user: AuthUser, device: De
  * events, this one included: it is the record of who did what, not the device's data.
  */
 export async function purgeDevice(env: Env, db: Db, user: AuthUser, device: DeviceRow, reason: string | null, request?: Request): Promise<LifecycleChange> {
-  requireLifecycleStep(device, "purge");
+  assertLifecycleAllows(device, "purge");
   const at = currentDate().toISOString();
   await db.update(devices).set({ apiKeyHash: null, updatedAt: at }).where(eq(devices.deviceId, device.deviceId));
   await deviceChanged(env, device.siteId, device.deviceId);

@@ -99,8 +99,8 @@ export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: 
   return { apiKey, rotatedAt };
 }
 
-/** 409 unless the device's lifecycle state allows `action` (src/shared/device-lifecycle.ts). */
-function assertLifecycleAllows(device: DeviceRow, action: LifecycleAction) {
+/** The state `action` leads to, or 409 when the device's state does not allow it (src/shared/device-lifecycle.ts). */
+export function assertLifecycleAllows(device: DeviceRow, action: LifecycleAction) {
   const step = lifecycleStep(device.lifecycleState, action);
   if (!step.allowed) throw conflict(step.reason);
   return step.next;

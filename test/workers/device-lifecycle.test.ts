@@ -139,6 +139,29 @@ describe("transfer", () => {
     expect(await auditOfType(target, "device_transferred")).toHaveLength(1);
   });
 
+  it("a simulated device gets no key; its agent stops in the old site and starts in the new one", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const sim = await registerDevice(owner.token, siteId, { device_id: unique("SIM-"), device_source: "simulated" });
+    const target = await createSite(owner.token);
+    expect(await hubSql(siteId, "SELECT active FROM agents WHERE device_id = ?", sim.device_id)).toEqual([{ active: 1 }]);
+    const res = await post(`/api/v1/devices/${sim.device_id}/transfer`, owner.token, { target_site_id: target, reason: "Demo moved" });
+    expect(res.status).toBe(200);
+    expect(res.json.api_key).toBeUndefined();
+    expect(await hubSql(siteId, "SELECT * FROM agents WHERE device_id = ?", sim.device_id)).toEqual([]);
+    expect(await hubSql(target, "SELECT active FROM agents WHERE device_id = ?", sim.device_id)).toEqual([{ active: 1 }]);
+  });
+
+  it("a suspended device moves suspended, and a re-enrolment makes it active", async () => {
+    const { owner, device } = await liveDevice();
+    await post(`/api/v1/devices/${device.device_id}/suspend`, owner.token);
+    const moved = await post(`/api/v1/devices/${device.device_id}/transfer`, owner.token, { target_site_id: await createSite(owner.token), reason: "x" });
+    expect(moved.json.lifecycle_state).toBe("suspended");
+    expect((await heartbeat(device.device_id, moved.json.api_key)).status).toBe(403);
+    const back = await post(`/api/v1/devices/${device.device_id}/reenrol`, owner.token);
+    expect(back.json.lifecycle_state).toBe("active");
+    expect((await heartbeat(device.device_id, back.json.api_key)).status).toBe(200);
+  });
+
   it("a device moved through another isolate is looked up afresh after the old site's hub no longer knows it", async () => {
     const { owner, siteId, device } = await liveDevice();
     const target = await createSite(owner.token);
