@@ -236,7 +236,8 @@ export class SiteHub extends DurableObject<HubBindings> {
    * The device leaves this site for good (device-release.ts): its open commands are cancelled with
    * the operator's reason, its presence and agent stop, its cached credential goes, and what
    * `drop` names is erased. The D1 side (command ends, audit, agent projection) is written before
-   * this returns, so the Worker's own D1 changes come after it.
+   * this returns, so the Worker's own D1 changes come after it; before a purge that write must
+   * succeed (a late one would bring rows back), otherwise a failed one is retried by the alarm.
    */
   async releaseDevice(siteId: string, deviceId: string, release: DeviceRelease): Promise<ReleasedDevice> {
     this.bind(siteId);
@@ -249,8 +250,12 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.agentRuntime.stopAgent(deviceId);
     this.credentials.invalidate(deviceId);
     if (release.drop !== "live") eraseDeviceHistory(this.sql, deviceId);
-    if (release.drop === "everything") eraseDeviceCommands(this.sql, deviceId);
-    await this.outbox.flush();
+    if (release.drop === "everything") {
+      eraseDeviceCommands(this.sql, deviceId);
+      await this.outbox.flush();
+    } else {
+      await this.outbox.flushQuietly();
+    }
     await this.ensureAlarm(now);
     return { cancelledCommands: cancelled };
   }
