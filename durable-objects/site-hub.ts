@@ -34,6 +34,8 @@ import { CHANNEL_CLOSE, DEVICE_CHANNEL_HEADER, DeviceChannelOpenSchema, NOT_ADMI
 import { AiAssessor } from "./ai-assessment";
 import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
 import { ROSTER_SCHEMA, Roster } from "./roster";
+import { eraseDeviceCommands, eraseDeviceHistory } from "./device-release";
+import type { DeviceRelease, ReleasedDevice } from "../src/shared/hub-contract";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -245,6 +247,39 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.presence.forget(deviceId);
     this.deviceChannels.close(deviceId, CHANNEL_CLOSE.inactive);
     await this.agentRuntime.stopAgent(deviceId);
+  }
+
+  /**
+   * The device leaves this site for good (device-release.ts): its open commands are cancelled with
+   * the operator's reason, its presence and agent stop, its cached credential goes, and what
+   * `drop` names is erased. The D1 side (command ends, audit, agent projection) is written before
+   * this returns, so the Worker's own D1 changes come after it; before a purge that write must
+   * succeed (a late one would bring rows back), otherwise a failed one is retried by the alarm.
+   */
+  async releaseDevice(siteId: string, deviceId: string, release: DeviceRelease): Promise<ReleasedDevice> {
+    this.bind(siteId);
+    const now = this.now();
+    const cancelled: string[] = [];
+    for (const commandId of this.commands.openOfDevice(deviceId)) {
+      if (this.commands.cancel(commandId, now, { userId: release.userId, reason: release.reason, force: true }).ok) cancelled.push(commandId);
+    }
+    this.presence.forget(deviceId);
+    await this.agentRuntime.stopAgent(deviceId);
+    this.credentials.invalidate(deviceId);
+    // A transferred device's key changed with its site; a retired, archived or purged one is done.
+    this.deviceChannels.close(deviceId, release.drop === "history" ? CHANNEL_CLOSE.credentials : CHANNEL_CLOSE.inactive);
+    // A purge deletes the D1 row only after this returns, so the roster cannot learn it from D1.
+    if (release.drop === "everything") await this.roster.forget(deviceId);
+    else await this.roster.refreshDevice(deviceId);
+    if (release.drop !== "live") eraseDeviceHistory(this.sql, deviceId);
+    if (release.drop === "everything") {
+      eraseDeviceCommands(this.sql, deviceId);
+      await this.outbox.flush();
+    } else {
+      await this.outbox.flushQuietly();
+    }
+    await this.ensureAlarm(now);
+    return { cancelledCommands: cancelled };
   }
 
   /**

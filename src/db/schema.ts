@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import type { LifecycleChange } from "../shared/device-lifecycle";
 
 // Timestamps are ISO 8601 UTC strings with a `Z`: they sort lexically, read well in SQL and
 // round-trip through JSON unchanged.
@@ -113,7 +114,7 @@ export const devices = sqliteTable("devices", {
   apiKeyHash: text("api_key_hash"),
   enrollmentMethod: text("enrollment_method").notNull().default("manual"),
   deviceSource: text("device_source", { enum: ["real", "simulated"] }).notNull().default("real"),
-  lifecycleState: text("lifecycle_state", { enum: ["active", "suspended", "retired"] }).notNull().default("active"),
+  lifecycleState: text("lifecycle_state", { enum: ["active", "suspended", "retired", "archived"] }).notNull().default("active"),
   heartbeatIntervalS: integer("heartbeat_interval_s").notNull().default(10),
   macAddress: text("mac_address"),
   hostname: text("hostname"),
@@ -241,6 +242,7 @@ export const jobExecutions = sqliteTable("job_executions", {
 }, (t) => [
   uniqueIndex("job_executions_uq").on(t.jobId, t.deviceId),
   index("job_executions_command_idx").on(t.commandId),
+  index("job_executions_device_idx").on(t.deviceId, t.createdAt),
 ]);
 
 // Where each device command lives. Commands are kept in their site's SiteHub, so a device's poll or
@@ -393,6 +395,8 @@ export const errorLogs = sqliteTable("error_logs", {
   index("error_logs_created_idx").on(t.createdAt),
   index("error_logs_fingerprint_idx").on(t.fingerprint, t.createdAt),
   index("error_logs_status_created_idx").on(t.resolutionStatus, t.createdAt),
+  // A device's errors (reports whose context names it), for its own history page.
+  index("error_logs_device_created_idx").on(sql`json_extract(${t.context}, '$.device_id')`, t.createdAt),
 ]);
 
 // Error reports per client (address and session) in fixed one-minute windows: the abuse guard of
@@ -648,4 +652,23 @@ export const aiExchanges = sqliteTable("ai_exchanges", {
 }, (t) => [
   index("ai_exchanges_user_created").on(t.userId, t.createdAt),
   index("ai_exchanges_expires").on(t.expiresAt),
+]);
+
+// Retire, transfer, re-enrol, archive and purge requests that came with an Idempotency-Key (unique
+// per user): the answer given, so a retry is answered the same without acting twice. A one-time
+// api_key is never stored here (docs/device-lifecycle.md).
+export const deviceLifecycleRequests = sqliteTable("device_lifecycle_requests", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  userId: integer("user_id").notNull(),
+  idempotencyKey: text("idempotency_key").notNull(),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  action: text("action").notNull(),
+  requestFingerprint: text("request_fingerprint").notNull(),
+  statusCode: integer("status_code").notNull(),
+  response: json("response").$type<LifecycleChange>().notNull(),
+  createdAt: createdAt(),
+}, (t) => [
+  uniqueIndex("device_lifecycle_requests_idem_uq").on(t.userId, t.idempotencyKey),
+  index("device_lifecycle_requests_device_idx").on(t.deviceId),
 ]);

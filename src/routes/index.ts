@@ -29,6 +29,7 @@ import { rolloutRoutes } from "./rollouts/routes";
 import { siteTimeZoneRoutes } from "./sites/time-zone";
 import { aiAssistantRoutes, aiV1Routes, legacyPredictRoutes } from "./ai/routes";
 import { dashboardRoutes } from "./dashboard/routes";
+import { deviceLifecycleRoutes, deviceSiteSummaryRoutes } from "./devices/lifecycle";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -68,9 +69,13 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   // registry because the device's poll `/devices/pending` would otherwise be read as
   // `/devices/{device_id}`.
   { prefix: "/api/v1/devices/sites", router: siteDeviceRoutes, aliases: ["/sites"] },
+  // The caller's sites seen from the registry: before the registry, which would read `sites` as a device id.
+  { prefix: "/api/v1/devices/sites", router: deviceSiteSummaryRoutes() },
   { prefix: "/api/v1/devices", router: deviceCommandRoutes, aliases: ["/devices"] },
   { prefix: "/api/v1/devices", router: deviceRoutes, aliases: ["/devices"] },
   { prefix: "/api/v1/devices", router: deviceHealthRoutes, aliases: ["/devices"] },
+  // Registration with the site in the body, lifecycle (retire, transfer, re-enrol, delete) and histories (docs/device-lifecycle.md)
+  { prefix: "/api/v1/devices", router: deviceLifecycleRoutes() },
 
   // Calls devices make with X-Device-ID and X-API-Key
   { prefix: "/api/v1/agent", router: deviceCallRoutes, aliases: ["/agent"] },

@@ -20,7 +20,11 @@ const deviceUnauthorized = (headers: Record<string, string> = {}) => new ApiErro
 
 const MAX_REMEMBERED = 50_000;
 
-/** Per isolate: which site a device belongs to. A device never changes site, so this never goes stale. */
+/**
+ * Per isolate: which site a device belongs to. A transfer or purge through another isolate makes an
+ * entry stale; the old site's hub then answers `unknown`, which drops the entry (`admitThroughHub`),
+ * so the device's next call is looked up afresh.
+ */
 const deviceSites = new Map<string, string>();
 
 /**
@@ -62,6 +66,12 @@ export async function rememberIssuedKey(deviceId: string, apiKey: string, bcrypt
 export function deviceCreated(deviceId: string, siteId: string) {
   unknownDevices.delete(deviceId);
   remember(deviceSites, deviceId, siteId);
+}
+
+/** A device this isolate just purged: nothing about it is remembered here any more. */
+export function deviceRemoved(deviceId: string) {
+  deviceSites.delete(deviceId);
+  issuedKeys.delete(deviceId);
 }
 
 async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefined> {
@@ -124,7 +134,11 @@ export async function admitThroughHub<T>(
     admission = await siteHub(env, siteId).confirmDeviceKey(deviceId, keyDigest, admission.bcryptHash);
   }
   if (admission.result === "inactive") throw forbidden(`Device is ${admission.state}`);
-  if (admission.result !== "ok") throw deviceUnauthorized();
+  if (admission.result !== "ok") {
+    // The device may have moved to another site (or been purged) through another isolate.
+    deviceSites.delete(deviceId);
+    throw deviceUnauthorized();
+  }
   const second = await call(credential.keyDigest);
   if (isNotAdmitted(second)) {
     if (second.notAdmitted.result === "inactive") throw forbidden(`Device is ${second.notAdmitted.state}`);

@@ -5,6 +5,7 @@
  * route schemas reuse them for the API's bodies, so a shape is written once.
  */
 import { z } from "@hono/zod-openapi";
+import { LIFECYCLE_STATES } from "./device-lifecycle";
 import {
   AGENT_STATES, COMMAND_STATUSES, DIAGNOSTIC_COMPONENTS, JOB_STATUSES, LIVE_STATUSES, ROLES, SERIES_KINDS,
 } from "./vocabulary";
@@ -142,7 +143,7 @@ export const RosterDeviceSchema = z.object({
   ip_address: z.string().nullable(),
   device_source: z.enum(["real", "simulated"]),
   enrollment_method: z.string(),
-  lifecycle_state: z.enum(["active", "suspended", "retired"]),
+  lifecycle_state: z.enum(LIFECYCLE_STATES),
   last_seen: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
@@ -601,3 +602,17 @@ export const AiMetricValuesSchema = z.object({
   cpu: z.number().nullable().optional(), memory: z.number().nullable().optional(), disk: z.number().nullable().optional(),
   temperature: z.number().nullable().optional(), latency: z.number().nullable().optional(), error_rate: z.number().nullable().optional(),
 });
+// ---- device lifecycle -----------------------------------------------------------------------
+// A device that leaves a site for good (retired, archived, transferred away, purged): what the
+// hub drops besides its live state (presence, agent, cached credential, open commands).
+
+export const DeviceReleaseSchema = z.object({
+  reason: z.string(),
+  userId: z.number().int().nullable(),
+  /** `live`: only the live state; `history`: its metrics and agent history too; `everything`: its commands as well. */
+  drop: z.enum(["live", "history", "everything"]),
+});
+export type DeviceRelease = z.infer<typeof DeviceReleaseSchema>;
+
+export const ReleasedDeviceSchema = z.object({ cancelledCommands: z.array(z.string()) });
+export type ReleasedDevice = z.infer<typeof ReleasedDeviceSchema>;
