@@ -7,6 +7,7 @@ import { runCommandMaintenance } from "./services/commands";
 import { runJobMaintenance } from "./services/jobs";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
+import { summariseApiAccess } from "./services/api-access-summary";
 
 interface Step {
   name: string;
@@ -35,6 +36,8 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "commands", run: runCommandMaintenance },
   // Jobs stuck in queued (never handed to their hub) or sent (hub evicted, deadline passed) are re-driven.
   { name: "jobs", run: runJobMaintenance },
+  // One api_access audit event per user per finished hour, from the request log (docs/audit.md).
+  { name: "api_access summary", run: (env, _db, now) => summariseApiAccess(env.DB, now) },
 ];
 
 /**

@@ -52,7 +52,10 @@ export interface AuditQuery {
   eventType?: string;
   severity?: string;
   since?: string;
+  /** The row's user (who acted or whom the event is about). */
   userId?: number;
+  /** `user_id` inside the event's metadata, as the events page names it (`metadata.user_id`). */
+  metadataUserId?: number;
   /** undefined: every event (administrators); otherwise events of these sites and the user's own. */
   visibleTo?: { siteIds: string[]; userId: number };
 }
@@ -64,6 +67,7 @@ function auditFilters(query: AuditQuery): SQL | undefined {
   if (query.severity) filters.push(eq(auditLogs.severity, query.severity as Severity));
   if (query.since) filters.push(gte(auditLogs.createdAt, query.since));
   if (query.userId !== undefined) filters.push(eq(auditLogs.userId, query.userId));
+  if (query.metadataUserId !== undefined) filters.push(sql`json_extract(${auditLogs.eventMetadata}, '$.user_id') = ${query.metadataUserId}`);
   if (query.visibleTo) {
     const { siteIds, userId } = query.visibleTo;
     // The site ids are bound as one JSON parameter: D1 allows at most 100 per statement, and a
