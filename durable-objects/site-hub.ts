@@ -26,6 +26,7 @@ import { COMMANDS_SCHEMA, CommandQueue } from "./commands";
 import { JOBS_SCHEMA, JobRunner } from "./jobs";
 import { ENROLMENT_QUOTA_SCHEMA, EnrolmentQuota } from "./enrolment-quota";
 import type { TimedPart } from "./timed-part";
+import { AUDIT_STREAM_NAME, NUDGE_URL } from "../src/shared/audit-stream-contract";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -82,7 +83,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.metrics = new MetricsStore(this.sql, config.metrics);
     this.credentials = new DeviceCredentials(d1, siteId);
     this.enrolments = new EnrolmentQuota(this.sql);
-    this.outbox = new D1Outbox(this.sql, d1, siteId, now);
+    this.outbox = new D1Outbox(this.sql, d1, siteId, now, () => this.nudgeAuditStream());
     this.agents = new Agents(this.sql, config.agentFailureRate);
     this.agentRuntime = new AgentRuntime(this.sql, {
       siteId, d1, now, emit,
@@ -615,6 +616,21 @@ export class SiteHub extends DurableObject<HubBindings> {
     if (this.alarmAt !== null && this.alarmAt <= wake) return;
     this.alarmAt = wake;
     await this.ctx.storage.setAlarm(wake);
+  }
+
+  // ---- audit stream -----------------------------------------------------------------------------
+
+  /**
+   * The outbox wrote audit rows: the audit stream seals and publishes them now rather than at the
+   * next cron. Not awaited by the flush; a failed nudge is made up by the minute cron.
+   */
+  private nudgeAuditStream() {
+    const namespace = this.env.AUDIT_STREAM;
+    if (!namespace) return;
+    const nudged = namespace.get(namespace.idFromName(AUDIT_STREAM_NAME)).fetch(NUDGE_URL, { method: "POST" })
+      .then((response) => response.body?.cancel())
+      .catch((error: unknown) => console.error("audit stream nudge failed; the cron will catch up", error));
+    this.ctx.waitUntil(nudged);
   }
 
   async alarm() {

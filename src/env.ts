@@ -4,6 +4,7 @@ import type { Config, HubBindings } from "./shared/config";
 import type { Role } from "./shared/vocabulary";
 import type { SiteHub } from "../durable-objects/site-hub";
 import type { CredentialGuard } from "../durable-objects/credential-guard";
+import type { AuditStream } from "../durable-objects/audit-stream";
 
 /**
  * The Worker's bindings: the database and variables the hubs get too (see src/shared/config.ts for
@@ -13,6 +14,8 @@ import type { CredentialGuard } from "../durable-objects/credential-guard";
 export interface Env extends HubBindings {
   SITE_HUB: DurableObjectNamespace<SiteHub>;
   CREDENTIAL_GUARD: DurableObjectNamespace<CredentialGuard>;
+  /** The one audit fan-out point and chain sealer (docs/audit.md). */
+  AUDIT_STREAM: DurableObjectNamespace<AuditStream>;
   /** Counts failed credential checks per client address (Workers Rate Limiting). */
   CREDENTIAL_FAILURE_LIMITER: RateLimit;
   /** Counts signups per client address (Workers Rate Limiting). */

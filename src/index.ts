@@ -4,6 +4,7 @@ import { runScheduled } from "./scheduled";
 
 export { SiteHub } from "../durable-objects/site-hub";
 export { CredentialGuard } from "../durable-objects/credential-guard";
+export { AuditStream } from "../durable-objects/audit-stream";
 
 const app = createApp();
 

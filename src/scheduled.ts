@@ -8,6 +8,7 @@ import { runJobMaintenance } from "./services/jobs";
 import { RETAINED_TABLES, pruneTable } from "./services/analytics-retention";
 import { readConfig } from "./shared/config";
 import { summariseApiAccess } from "./services/api-access-summary";
+import { auditStream } from "./hub/audit-stream";
 
 interface Step {
   name: string;
@@ -38,6 +39,9 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "jobs", run: runJobMaintenance },
   // One api_access audit event per user per finished hour, from the request log (docs/audit.md).
   { name: "api_access summary", run: (env, _db, now) => summariseApiAccess(env.DB, now) },
+  // Last, so it covers the rows the steps above wrote: seals and publishes any audit row whose
+  // nudge was lost (docs/audit.md, "Publication").
+  { name: "audit stream", run: (env) => auditStream(env).nudge() },
 ];
 
 /**

@@ -272,8 +272,12 @@ export const auditLogs = sqliteTable("audit_logs", {
   userAgent: text("user_agent"),
   sessionId: text("session_id"),
   createdAt: createdAt(),
+  /** The hash chain (src/shared/audit-chain.ts): null until the AuditStream object seals the row. */
+  prevHash: text("prev_hash"),
+  hash: text("hash"),
 }, (t) => [
   index("audit_logs_created_idx").on(t.createdAt),
+  index("audit_logs_site_id_idx").on(t.siteId, t.id),
   index("audit_logs_site_created_idx").on(t.siteId, t.createdAt),
   index("audit_logs_type_created_idx").on(t.eventType, t.createdAt),
   index("audit_logs_device_created_idx").on(t.deviceId, t.createdAt),

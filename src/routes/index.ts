@@ -18,6 +18,7 @@ import { deviceCallRoutes, deviceMetricsRoutes } from "./device-calls/routes";
 import { agentsRoutes } from "./agents/routes";
 import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
+import { auditTrailRoutes } from "./audit/trail-routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 
@@ -77,6 +78,8 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/jobs", router: jobRoutes, aliases: ["/jobs"] },
 
   { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
+  // The live audit stream and hash-chain verification (docs/audit.md)
+  { prefix: "/api/v1/audit", router: auditTrailRoutes, aliases: ["/audit"] },
 ];
 
 /**

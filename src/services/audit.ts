@@ -4,6 +4,7 @@ import { auditLogs } from "../db/schema";
 import { auditRow, type AuditInput } from "../shared/audit-row";
 import type { Severity } from "../shared/vocabulary";
 import { workerClock } from "../lib/clock";
+import { toAuditEventView, type AuditEventView } from "../shared/audit-view";
 
 /** Records one audit event; every feature goes through here so category and severity stay uniform. */
 export async function recordAudit(db: Db, input: AuditInput) {
@@ -24,26 +25,7 @@ const EVENT_FRAME_BYTES = 256;
 
 export const utf8Bytes = (text: string) => new TextEncoder().encode(text).byteLength;
 
-/** An audit event as the API shows it. */
-export const toAuditEventView = (r: AuditRow) => ({
-  id: r.id,
-  event_type: r.eventType,
-  category: r.category,
-  severity: r.severity,
-  description: r.description,
-  user_id: r.userId,
-  job_id: r.jobId,
-  device_id: r.deviceId,
-  site_id: r.siteId,
-  event_metadata: (r.eventMetadata ?? {}) as Record<string, unknown>,
-  ip_address: r.ipAddress,
-  user_agent: r.userAgent,
-  session_id: r.sessionId,
-  created_at: r.createdAt,
-  timestamp: r.createdAt,
-});
-
-export type AuditEventView = ReturnType<typeof toAuditEventView>;
+export { toAuditEventView, type AuditEventView } from "../shared/audit-view";
 
 export interface AuditQuery {
   limit: number;

@@ -37,6 +37,8 @@ export interface Vars {
 /** What a site hub is given: the database and the variables (the Worker's Env adds its own bindings). */
 export interface HubBindings extends Vars {
   DB: D1Database;
+  /** The audit stream (docs/audit.md): a hub nudges it after its outbox wrote audit rows. */
+  AUDIT_STREAM?: DurableObjectNamespace;
 }
 
 /** When a telemetry sample is worth storing (see durable-objects/metrics.ts). */

@@ -86,8 +86,8 @@ describe("reading events", () => {
     const e = list[0];
     expect(e).toMatchObject({ timestamp: e.created_at });
     expect(Object.keys(e).sort()).toEqual([
-      "category", "created_at", "description", "device_id", "event_metadata", "event_type", "id", "ip_address", "job_id",
-      "session_id", "severity", "site_id", "timestamp", "user_agent", "user_id",
+      "category", "created_at", "description", "device_id", "event_metadata", "event_type", "hash", "id", "ip_address", "job_id",
+      "prev_hash", "session_id", "severity", "site_id", "timestamp", "user_agent", "user_id",
     ]);
     const legacy = await events(a.token, "", "/audit/events");
     expect(legacy.status).toBe(200);

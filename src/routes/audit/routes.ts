@@ -35,6 +35,8 @@ const AuditEvent = z
     session_id: z.string().nullable(),
     created_at: z.string(),
     timestamp: z.string().openapi({ description: "Same as created_at" }),
+    prev_hash: z.string().nullable().openapi({ description: "The hash of the previous event of the same chain (its site's, or the service-wide chain), or 64 zeros for a chain's first event; null until the event is sealed (seconds after it is recorded). See docs/audit.md" }),
+    hash: z.string().nullable().openapi({ description: "SHA-256 (hex) over `prev_hash` and the event's canonical form; null until sealed" }),
   })
   .openapi("AuditEvent");
 
