@@ -5,6 +5,8 @@ import * as schema from "../src/db/schema";
 import type { HubBindings } from "../src/shared/config";
 import { GENESIS_HASH, canonicalAuditEvent, chainHash, chainOf } from "../src/shared/audit-chain";
 import { chainedFieldsOf, toAuditEventView, type AuditRow } from "../src/shared/audit-view";
+import { AlertEvaluator } from "./audit-alerts";
+import { emailAvailable, outboundPolicy, retryBaseMs } from "../src/shared/audit-settings";
 import {
   AUDIT_STREAM_KEEPALIVE_MS, AuditStreamFilterSchema, matchesFilter, type AuditStreamFilter, type NudgeReply,
 } from "../src/shared/audit-stream-contract";
@@ -71,6 +73,12 @@ export class AuditStream extends DurableObject<HubBindings> {
   private busy: Promise<unknown> | undefined;
   private subscriptions = new Set<Subscription>();
   private keepalive: ReturnType<typeof setInterval> | undefined;
+  private readonly alerts: AlertEvaluator;
+
+  constructor(ctx: DurableObjectState, env: HubBindings) {
+    super(ctx, env);
+    this.alerts = new AlertEvaluator(ctx.storage.sql, () => this.env.DB, () => Date.now());
+  }
 
   private db() {
     return drizzle(this.env.DB, { schema });
@@ -84,6 +92,26 @@ export class AuditStream extends DurableObject<HubBindings> {
 
   async alarm() {
     await this.tail();
+    await this.alerts.deliverDue({
+      policy: outboundPolicy(this.env),
+      retryBaseMs: retryBaseMs(this.env),
+      rootSecret: this.env.JWT_SECRET ?? "",
+      email: emailAvailable(this.env) ? this.env.ALERT_EMAIL : undefined,
+      emailFrom: this.env.ALERT_EMAIL_FROM,
+    });
+    const due = this.alerts.nextDue();
+    if (due !== undefined) await this.wakeAt(due);
+  }
+
+  /** The Worker changed alert rules in D1. */
+  async alertRulesChanged(): Promise<void> {
+    await this.alerts.rulesChanged();
+  }
+
+  /** Sets the alarm to `at` unless it is already set earlier. */
+  private async wakeAt(at: number) {
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > at) await this.ctx.storage.setAlarm(at);
   }
 
   /** Open audit streams (for status reports). */
@@ -108,7 +136,7 @@ export class AuditStream extends DurableObject<HubBindings> {
       await this.exclusive(() => this.tailSteps());
     } catch (error) {
       console.error("audit stream tail failed; the alarm retries", error);
-      await this.ctx.storage.setAlarm(Date.now() + RETRY_MS);
+      await this.wakeAt(Date.now() + RETRY_MS);
     }
   }
 
@@ -125,9 +153,19 @@ export class AuditStream extends DurableObject<HubBindings> {
       await this.seal(rows);
       this.cursor = rows[rows.length - 1].id;
       for (const row of rows) this.publish(publishedOf(row));
+      await this.evaluateAlerts(rows);
       if (rows.length < TAIL_BATCH) return;
     }
-    await this.ctx.storage.setAlarm(Date.now());
+    await this.wakeAt(Date.now());
+  }
+
+  /** Alert rules see every published row; a rule that fires queues its notifications for the alarm. */
+  private async evaluateAlerts(rows: AuditRow[]) {
+    try {
+      if (await this.alerts.observe(rows.map(toAuditEventView))) await this.wakeAt(Date.now());
+    } catch (error) {
+      console.error("alert evaluation failed for a batch of audit events", error);
+    }
   }
 
   /** Links each unsealed row to its chain's head and writes the links; heads advance only once D1 has them. */

@@ -499,3 +499,41 @@ export const agents = sqliteTable("agents", {
 }, (t) => [
   index("agents_site_state_idx").on(t.siteId, t.state),
 ]);
+
+// ---- audit alerts (docs/audit.md, "Alerts") ---------------------------------------------------
+
+// Alert rules over the audit trail, evaluated by the AuditStream Durable Object as events are
+// published. The webhook secret is sealed (src/shared/secret-box.ts), never stored in the clear.
+export const auditAlertRules = sqliteTable("audit_alert_rules", {
+  id: text("id").primaryKey(),
+  alertName: text("alert_name").notNull(),
+  eventTypes: json("event_types").$type<string[]>().notNull(),
+  threshold: integer("threshold").notNull(),
+  timeWindowS: integer("time_window_s").notNull(),
+  siteId: text("site_id"),
+  severities: json("severities").$type<string[] | null>(),
+  cooldownS: integer("cooldown_s").notNull(),
+  enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+  webhookUrl: text("webhook_url"),
+  webhookSecret: text("webhook_secret"),
+  email: text("email"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+});
+
+// Every try of every alert notification: one row per try, the last one says delivered or failed.
+export const auditAlertDeliveries = sqliteTable("audit_alert_deliveries", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  ruleId: text("rule_id").notNull(),
+  firingId: text("firing_id").notNull(),
+  channel: text("channel", { enum: ["webhook", "email"] }).notNull(),
+  attempt: integer("attempt").notNull(),
+  outcome: text("outcome", { enum: ["delivered", "retrying", "failed"] }).notNull(),
+  httpStatus: integer("http_status"),
+  error: text("error"),
+  nextAttemptAt: text("next_attempt_at"),
+  createdAt: createdAt(),
+}, (t) => [
+  index("audit_alert_deliveries_rule_idx").on(t.ruleId, t.id),
+]);

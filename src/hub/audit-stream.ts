@@ -22,6 +22,11 @@ export class AuditStreamClient {
     return this.stub.fetch(subscribeUrl(filter), { headers: { Accept: "text/event-stream" } });
   }
 
+  /** Alert rules changed in D1: the object re-reads them and drops notifications of deleted rules. */
+  async alertRulesChanged(): Promise<void> {
+    await this.stub.alertRulesChanged();
+  }
+
   async subscriberCount(): Promise<number> {
     return this.stub.subscriberCount();
   }

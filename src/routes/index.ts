@@ -19,6 +19,7 @@ import { agentsRoutes } from "./agents/routes";
 import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
 import { auditTrailRoutes } from "./audit/trail-routes";
+import { auditAlertRoutes } from "./audit/alert-routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 
@@ -78,8 +79,9 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/jobs", router: jobRoutes, aliases: ["/jobs"] },
 
   { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
-  // The live audit stream and hash-chain verification (docs/audit.md)
+  // The live audit stream, hash-chain verification and alert rules (docs/audit.md)
   { prefix: "/api/v1/audit", router: auditTrailRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditAlertRoutes, aliases: ["/audit"] },
 ];
 
 /**
