@@ -174,8 +174,6 @@ export class AlertEvaluator {
       const final = result.delivered || result.permanent || attempt >= DELIVERY_MAX_TRIES;
       const nextAt = final ? undefined : this.now() + retryDelayMs(attempt, settings.retryBaseMs, Math.random());
       const outcome = result.delivered ? "delivered" : final ? "failed" : "retrying";
-      if (final) this.sql.exec("DELETE FROM alert_outbox WHERE id = ?", item.id);
-      else this.sql.exec("UPDATE alert_outbox SET tries = ?, next_at = ? WHERE id = ?", attempt, nextAt, item.id);
       await this.d1().prepare(
         `INSERT INTO audit_alert_deliveries (rule_id, firing_id, channel, attempt, outcome, http_status, error, next_attempt_at, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -183,6 +181,9 @@ export class AlertEvaluator {
           nextAt === undefined ? null : new Date(nextAt).toISOString(), new Date(this.now()).toISOString())
         .run()
         .catch((error: unknown) => console.error("recording an alert delivery try failed", error));
+      // After the log: once a notification leaves the queue, its last try is on record.
+      if (final) this.sql.exec("DELETE FROM alert_outbox WHERE id = ?", item.id);
+      else this.sql.exec("UPDATE alert_outbox SET tries = ?, next_at = ? WHERE id = ?", attempt, nextAt, item.id);
     }
   }
 
