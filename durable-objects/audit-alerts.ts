@@ -1,7 +1,9 @@
 import {
-  ALERT_SAMPLE_EVENTS, AlertRuleRowSchema, DELIVERY_MAX_TRIES, DELIVERY_TIMEOUT_MS, retryDelayMs, webhookSignature, type AlertRuleRow,
+  ALERT_SAMPLE_EVENTS, AlertRuleRowSchema, DELIVERY_MAX_TRIES, IntegrationRowSchema, passesIntegrationFilter, retryDelayMs,
+  type AlertRuleRow, type IntegrationRow,
 } from "../src/shared/alert-contract";
-import { webhookUrlProblem, type OutboundPolicy } from "../src/shared/outbound-address";
+import type { OutboundPolicy } from "../src/shared/outbound-address";
+import { sendSyslog, sendWebhook, syslogPayload, type SendResult } from "../src/shared/audit-forwarding";
 import { openSecret } from "../src/shared/secret-box";
 import type { AuditEventView } from "../src/shared/audit-view";
 
@@ -35,14 +37,6 @@ export interface DeliverySettings {
   emailFrom?: string;
 }
 
-interface TryResult {
-  delivered: boolean;
-  /** No later try can succeed (a refused destination, an unreadable secret, e-mail not configured). */
-  permanent?: boolean;
-  status?: number;
-  error?: string;
-}
-
 interface Window {
   /** Event times (ms) inside the rule's window, oldest first, with the events themselves. */
   events: { at: number; view: AuditEventView }[];
@@ -68,6 +62,7 @@ const parseJsonArray = (text: unknown): string[] | null => {
  */
 export class AlertEvaluator {
   private rules: AlertRuleRow[] | undefined;
+  private integrations: IntegrationRow[] = [];
   private loadedAt = 0;
   private readonly windows = new Map<string, Window>();
 
@@ -75,11 +70,11 @@ export class AlertEvaluator {
     this.sql.exec(ALERT_OUTBOX_SCHEMA);
   }
 
-  /** The rules changed in D1: re-read them, and drop queued notifications of rules that are gone. */
+  /** Rules or integrations changed in D1: re-read them, and drop queued notifications of those that are gone. */
   async rulesChanged() {
     this.rules = undefined;
     await this.load();
-    const ids = this.rules!.map((r) => r.id);
+    const ids = [...this.rules!.map((r) => r.id), ...this.integrations.map((i) => i.id)];
     this.sql.exec(`DELETE FROM alert_outbox WHERE rule_id NOT IN (SELECT value FROM json_each(?))`, JSON.stringify(ids));
     for (const id of this.windows.keys()) if (!ids.includes(id)) this.windows.delete(id);
   }
@@ -90,6 +85,11 @@ export class AlertEvaluator {
       `SELECT id, alert_name, event_types, threshold, time_window_s, site_id, severities, cooldown_s, webhook_url, webhook_secret, email
        FROM audit_alert_rules WHERE enabled = 1`).all<Record<string, unknown>>();
     this.rules = results.map((r) => AlertRuleRowSchema.parse({ ...r, event_types: parseJsonArray(r.event_types) ?? [], severities: parseJsonArray(r.severities) }));
+    const integrations = await this.d1().prepare(
+      "SELECT id, type, destination, format, severities, categories, webhook_secret FROM audit_integrations").all<Record<string, unknown>>();
+    this.integrations = integrations.results.map((r) => IntegrationRowSchema.parse({
+      ...r, severities: parseJsonArray(r.severities), categories: parseJsonArray(r.categories),
+    }));
     this.loadedAt = this.now();
   }
 
@@ -104,6 +104,25 @@ export class AlertEvaluator {
         if (rule.severities && !rule.severities.includes(view.severity)) continue;
         queued += this.count(rule, view);
       }
+    }
+    return queued;
+  }
+
+  /** Queues the published events each integration's filter lets through, one message per integration and batch. */
+  async forward(views: AuditEventView[]): Promise<number> {
+    await this.load();
+    let queued = 0;
+    for (const integration of this.integrations) {
+      const events = views.filter((v) => passesIntegrationFilter(integration, v));
+      if (!events.length) continue;
+      const body = integration.type === "syslog"
+        ? syslogPayload(events, integration.format)
+        : JSON.stringify({ type: "audit.events", integration_id: integration.id, events });
+      this.sql.exec(
+        "INSERT INTO alert_outbox (rule_id, firing_id, channel, target, secret, subject, body, next_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        integration.id, crypto.randomUUID(), integration.type, integration.destination, integration.webhook_secret,
+        `${events.length} audit events`, body, this.now());
+      queued++;
     }
     return queued;
   }
@@ -165,12 +184,14 @@ export class AlertEvaluator {
 
   /** Makes the tries that are due; each one is recorded in D1's delivery log. */
   async deliverDue(settings: DeliverySettings) {
-    const due = this.sql.exec<{ id: number; rule_id: string; firing_id: string; channel: "webhook" | "email"; target: string; secret: string | null; subject: string; body: string; tries: number }>(
+    const due = this.sql.exec<{ id: number; rule_id: string; firing_id: string; channel: "webhook" | "email" | "syslog"; target: string; secret: string | null; subject: string; body: string; tries: number }>(
       "SELECT id, rule_id, firing_id, channel, target, secret, subject, body, tries FROM alert_outbox WHERE next_at <= ? ORDER BY next_at LIMIT ?",
       this.now(), TRIES_PER_WAKE).toArray();
     for (const item of due) {
       const attempt = item.tries + 1;
-      const result = item.channel === "webhook" ? await this.tryWebhook(item, attempt, settings) : await this.tryEmail(item, settings);
+      const result = item.channel === "webhook" ? await this.tryWebhook(item, attempt, settings)
+        : item.channel === "syslog" ? await sendSyslog(item.target, item.body, settings.policy)
+        : await this.tryEmail(item, settings);
       const final = result.delivered || result.permanent || attempt >= DELIVERY_MAX_TRIES;
       const nextAt = final ? undefined : this.now() + retryDelayMs(attempt, settings.retryBaseMs, Math.random());
       const outcome = result.delivered ? "delivered" : final ? "failed" : "retrying";
@@ -191,36 +212,13 @@ export class AlertEvaluator {
     item: { target: string; secret: string | null; body: string; firing_id: string },
     attempt: number,
     settings: DeliverySettings,
-  ): Promise<TryResult> {
-    const problem = webhookUrlProblem(item.target, settings.policy);
-    if (problem) return { delivered: false, permanent: true, error: `destination refused: ${problem}` };
+  ): Promise<SendResult> {
     const secret = item.secret ? await openSecret(settings.rootSecret, item.secret) : undefined;
     if (!secret) return { delivered: false, permanent: true, error: "the signing secret cannot be read (was JWT_SECRET rotated?)" };
-    const signature = await webhookSignature(secret, Math.floor(this.now() / 1000), item.body);
-    try {
-      const response = await fetch(item.target, {
-        method: "POST",
-        redirect: "manual",
-        signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
-        headers: {
-          "Content-Type": "application/json",
-          "User-Agent": "FleetEdge-Alerts/1",
-          "X-Fleet-Signature": signature,
-          "X-Fleet-Delivery": item.firing_id,
-          "X-Fleet-Attempt": String(attempt),
-        },
-        body: item.body,
-      });
-      await response.body?.cancel();
-      if (response.status >= 200 && response.status < 300) return { delivered: true, status: response.status };
-      const redirected = response.status >= 300 && response.status < 400;
-      return { delivered: false, status: response.status, error: redirected ? "redirects are not followed" : `answered ${response.status}` };
-    } catch (error) {
-      return { delivered: false, error: error instanceof Error ? `${error.name}: ${error.message}`.slice(0, 300) : "request failed" };
-    }
+    return sendWebhook(item.target, secret, item.body, { "X-Fleet-Delivery": item.firing_id, "X-Fleet-Attempt": String(attempt) }, settings.policy, this.now());
   }
 
-  private async tryEmail(item: { target: string; subject: string; body: string }, settings: DeliverySettings): Promise<TryResult> {
+  private async tryEmail(item: { target: string; subject: string; body: string }, settings: DeliverySettings): Promise<SendResult> {
     if (!settings.email || !settings.emailFrom) return { delivered: false, permanent: true, error: "e-mail is unavailable: ALERT_EMAIL and ALERT_EMAIL_FROM are not both configured" };
     try {
       await settings.email.send({

@@ -159,10 +159,15 @@ export class AuditStream extends DurableObject<HubBindings> {
     await this.wakeAt(Date.now());
   }
 
-  /** Alert rules see every published row; a rule that fires queues its notifications for the alarm. */
+  /**
+   * Alert rules and integrations see every published row; what they send is queued for the alarm
+   * (tries, retries and the delivery log: durable-objects/audit-alerts.ts).
+   */
   private async evaluateAlerts(rows: AuditRow[]) {
     try {
-      if (await this.alerts.observe(rows.map(toAuditEventView))) await this.wakeAt(Date.now());
+      const views = rows.map(toAuditEventView);
+      const queued = (await this.alerts.observe(views)) + (await this.alerts.forward(views));
+      if (queued) await this.wakeAt(Date.now());
     } catch (error) {
       console.error("alert evaluation failed for a batch of audit events", error);
     }

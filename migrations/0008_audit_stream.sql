@@ -42,3 +42,18 @@ CREATE TABLE `audit_alert_deliveries` (
 );
 --> statement-breakpoint
 CREATE INDEX `audit_alert_deliveries_rule_idx` ON `audit_alert_deliveries` (`rule_id`,`id`);
+--> statement-breakpoint
+-- Where audit events are forwarded (syslog over TCP/TLS, or a signed webhook); severities and
+-- categories are JSON arrays (NULL: all). Their delivery tries share audit_alert_deliveries
+-- (rule_id is then the integration's id).
+CREATE TABLE `audit_integrations` (
+	`id` text PRIMARY KEY NOT NULL,
+	`type` text NOT NULL,
+	`destination` text NOT NULL,
+	`format` text NOT NULL,
+	`severities` text,
+	`categories` text,
+	`webhook_secret` text,
+	`created_by` integer,
+	`created_at` text DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')) NOT NULL
+);

@@ -522,12 +522,13 @@ export const auditAlertRules = sqliteTable("audit_alert_rules", {
   updatedAt: updatedAt(),
 });
 
-// Every try of every alert notification: one row per try, the last one says delivered or failed.
+// Every try of every alert notification and integration forward: one row per try, the last one says
+// delivered or failed. `ruleId` is the alert rule's or the integration's id.
 export const auditAlertDeliveries = sqliteTable("audit_alert_deliveries", {
   id: integer("id").primaryKey({ autoIncrement: true }),
   ruleId: text("rule_id").notNull(),
   firingId: text("firing_id").notNull(),
-  channel: text("channel", { enum: ["webhook", "email"] }).notNull(),
+  channel: text("channel", { enum: ["webhook", "email", "syslog"] }).notNull(),
   attempt: integer("attempt").notNull(),
   outcome: text("outcome", { enum: ["delivered", "retrying", "failed"] }).notNull(),
   httpStatus: integer("http_status"),
@@ -537,3 +538,16 @@ export const auditAlertDeliveries = sqliteTable("audit_alert_deliveries", {
 }, (t) => [
   index("audit_alert_deliveries_rule_idx").on(t.ruleId, t.id),
 ]);
+
+// Destinations that receive every audit event their filter lets through (docs/audit.md, "Integrations").
+export const auditIntegrations = sqliteTable("audit_integrations", {
+  id: text("id").primaryKey(),
+  type: text("type", { enum: ["syslog", "webhook"] }).notNull(),
+  destination: text("destination").notNull(),
+  format: text("format", { enum: ["rfc5424", "json"] }).notNull(),
+  severities: json("severities").$type<string[] | null>(),
+  categories: json("categories").$type<string[] | null>(),
+  webhookSecret: text("webhook_secret"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+});

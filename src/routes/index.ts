@@ -20,6 +20,7 @@ import { jobRoutes, siteJobRoutes } from "./jobs/routes";
 import { auditRoutes } from "./audit/routes";
 import { auditTrailRoutes } from "./audit/trail-routes";
 import { auditAlertRoutes } from "./audit/alert-routes";
+import { auditIntegrationRoutes } from "./audit/integration-routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 
@@ -79,9 +80,10 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/jobs", router: jobRoutes, aliases: ["/jobs"] },
 
   { prefix: "/api/v1/audit", router: auditRoutes, aliases: ["/audit"] },
-  // The live audit stream, hash-chain verification and alert rules (docs/audit.md)
+  // The live audit stream, hash-chain verification, alert rules and integrations (docs/audit.md)
   { prefix: "/api/v1/audit", router: auditTrailRoutes, aliases: ["/audit"] },
   { prefix: "/api/v1/audit", router: auditAlertRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditIntegrationRoutes, aliases: ["/audit"] },
 ];
 
 /**

@@ -42,3 +42,19 @@ export const AlertRuleRowSchema = z.object({
   email: z.string().nullable(),
 });
 export type AlertRuleRow = z.infer<typeof AlertRuleRowSchema>;
+
+export const IntegrationRowSchema = z.object({
+  id: z.string(),
+  type: z.enum(["syslog", "webhook"]),
+  destination: z.string(),
+  format: z.enum(["rfc5424", "json"]),
+  severities: z.array(z.string()).nullable(),
+  categories: z.array(z.string()).nullable(),
+  webhook_secret: z.string().nullable(),
+});
+export type IntegrationRow = z.infer<typeof IntegrationRowSchema>;
+
+/** Whether an event passes an integration's filter (absent lists let everything through). */
+export const passesIntegrationFilter = (integration: Pick<IntegrationRow, "severities" | "categories">, event: { severity: string; category: string }) =>
+  (!integration.severities || integration.severities.includes(event.severity)) &&
+  (!integration.categories || integration.categories.includes(event.category));

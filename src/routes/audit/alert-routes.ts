@@ -79,7 +79,7 @@ const Delivery = z
   .object({
     id: z.number().int(),
     firing_id: z.string().openapi({ description: "One firing of the rule; its tries share it (also sent as X-Fleet-Delivery)" }),
-    channel: z.enum(["webhook", "email"]),
+    channel: z.enum(["webhook", "email", "syslog"]),
     attempt: z.number().int(),
     outcome: z.enum(["delivered", "retrying", "failed"]),
     http_status: z.number().int().nullable(),
