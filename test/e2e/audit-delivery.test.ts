@@ -1,17 +1,22 @@
-// End-to-end: an alert rule's webhook delivered to a real HTTP receiver on loopback. The built bundle
+// End-to-end: an alert rule's webhook delivered to a real HTTP receiver on loopback, and an
+// integration forwarding to a real TCP syslog receiver on loopback. The built bundle
 // runs with the two test-only settings (AUDIT_ALLOW_LOOPBACK_RECEIVERS lets http://127.0.0.1
 // through; AUDIT_DELIVERY_RETRY_BASE_MS shortens the backoff to a fraction of a second); a second
 // service in the default configuration refuses the same receiver.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from "node:net";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
 
 let testing: RunningService;
 let defaults: RunningService;
 let receiver: Server;
 let receiverUrl: string;
+let syslog: TcpServer;
+let syslogPort: number;
+/** Every byte the syslog receiver got, per connection. */
+const syslogConnections: string[] = [];
 const received: { headers: Record<string, string | string[] | undefined>; body: string; answered: number }[] = [];
 /** The statuses the receiver answers, in order; then 200. */
 let script: number[] = [];
@@ -28,6 +33,13 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/fleet`;
+  syslog = createTcpServer((socket) => {
+    const index = syslogConnections.push("") - 1;
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => { syslogConnections[index] += chunk; });
+  });
+  await new Promise<void>((resolve) => syslog.listen(0, "127.0.0.1", resolve));
+  syslogPort = (syslog.address() as AddressInfo).port;
   [testing, defaults] = await Promise.all([
     startService({ quiet: true, bindings: { AUDIT_ALLOW_LOOPBACK_RECEIVERS: "true", AUDIT_DELIVERY_RETRY_BASE_MS: "200" } }),
     startService({ quiet: true }),
@@ -37,6 +49,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([testing?.stop(), defaults?.stop()]);
   await new Promise((resolve) => receiver?.close(resolve));
+  await new Promise((resolve) => syslog?.close(resolve));
 });
 
 const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -131,5 +144,55 @@ describe("alert webhooks", () => {
       expect(res.status, webhook).toBe(422);
     }
     expect((await api(defaults, "/api/v1/audit/alerts", { token })).json.alerts).toEqual([]);
+  });
+});
+
+/** Splits octet-counted syslog frames (RFC 6587: "<byte length> <message>"); throws on a malformed frame. */
+function octetCountedFrames(text: string): string[] {
+  const bytes = Buffer.from(text, "utf8");
+  const frames: string[] = [];
+  let at = 0;
+  while (at < bytes.length) {
+    const space = bytes.indexOf(0x20, at);
+    const length = Number(bytes.subarray(at, space).toString());
+    if (!Number.isInteger(length) || length <= 0) throw new Error(`bad frame length at byte ${at}: ${text}`);
+    frames.push(bytes.subarray(space + 1, space + 1 + length).toString("utf8"));
+    at = space + 1 + length;
+  }
+  return frames;
+}
+
+describe("syslog integration", () => {
+  it("forwards matching events to a real TCP receiver as RFC 5424 with octet counting, and the test event on demand", async () => {
+    const token = await administrator(testing);
+    const created = await api(testing, "/api/v1/audit/integrations", {
+      method: "POST", token,
+      body: { type: "syslog", destination: `tcp://127.0.0.1:${syslogPort}`, format: "rfc5424", filter: { categories: ["business_events"], severities: ["warning"] } },
+    });
+    expect(created.status).toBe(201);
+    const type = unique("till_void").replace(/-/g, "_");
+    const skipped = await api(testing, "/api/v1/audit/events", { method: "POST", token, body: { event_type: type, severity: "info", description: "not forwarded" } });
+    const forwarded = await api(testing, "/api/v1/audit/events", { method: "POST", token, body: { event_type: type, severity: "warning", description: "Till 3 voided €120", metadata: { till: 3 } } });
+    expect(forwarded.status).toBe(201);
+
+    const frames = await until(() => {
+      const all = syslogConnections.flatMap(octetCountedFrames);
+      return all.some((f) => f.includes(`id="${forwarded.json.id}"`)) && all;
+    }, "the forwarded event");
+    const frame = frames.find((f) => f.includes(`id="${forwarded.json.id}"`))!;
+    // facility log audit (13) × 8 + warning (4) = 108
+    expect(frame).toMatch(new RegExp(`^<108>1 \\S+ fleet-edge fleet-edge - ${type} \\[audit@32473 id="${forwarded.json.id}" category="business_events" severity="warning"`));
+    expect(frame).toContain("Till 3 voided €120");
+    expect(frames.some((f) => f.includes(`id="${skipped.json.id}"`))).toBe(false);
+
+    const before = syslogConnections.length;
+    const tested = await api(testing, "/api/v1/audit/test", { method: "POST", token });
+    expect(tested.status).toBe(200);
+    expect(tested.json.results).toContainEqual(expect.objectContaining({ integration_id: created.json.integration_id, delivered: true, error: null, passes_filter: false }));
+    const testFrames = await until(() => {
+      const all = syslogConnections.slice(before).flatMap(octetCountedFrames);
+      return all.some((f) => f.includes("integration_test")) && all;
+    }, "the test event");
+    expect(testFrames.find((f) => f.includes("integration_test"))).toMatch(/^<110>1 /);
   });
 });
