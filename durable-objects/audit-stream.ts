@@ -71,6 +71,7 @@ export class AuditStream extends DurableObject<HubBindings> {
   /** The ring holds every published row with an id above this. */
   private ringFloor = 0;
   private busy: Promise<unknown> | undefined;
+  private nextTail: Promise<void> | undefined;
   private subscriptions = new Set<Subscription>();
   private keepalive: ReturnType<typeof setInterval> | undefined;
   private readonly alerts: AlertEvaluator;
@@ -131,13 +132,25 @@ export class AuditStream extends DurableObject<HubBindings> {
     }
   }
 
-  private async tail() {
-    try {
-      await this.exclusive(() => this.tailSteps());
-    } catch (error) {
-      console.error("audit stream tail failed; the alarm retries", error);
-      await this.wakeAt(Date.now() + RETRY_MS);
-    }
+  /**
+   * A tail that starts after this call. Nudges that arrive while one tail runs share the one tail
+   * queued behind it, so a burst of writes costs two tails, not one per nudge.
+   */
+  private tail(): Promise<void> {
+    this.nextTail ??= (async () => {
+      // Yield first, so that `nextTail` holds this promise before the code below can clear it.
+      await undefined;
+      while (this.busy) await this.busy.catch(() => undefined);
+      // From here on, a new caller needs a tail of its own: this one may read before its rows land.
+      this.nextTail = undefined;
+      try {
+        await this.exclusive(() => this.tailSteps());
+      } catch (error) {
+        console.error("audit stream tail failed; the alarm retries", error);
+        await this.wakeAt(Date.now() + RETRY_MS);
+      }
+    })();
+    return this.nextTail;
   }
 
   private async tailSteps() {

@@ -91,6 +91,18 @@ describe("hash chain", () => {
     expect(row.hash).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it("seals, for every one of many concurrent nudges, every row inserted before it", async () => {
+    const type = unique("burst_");
+    const nudges: { before: number; reply: Promise<{ sealed_through: number }> }[] = [];
+    for (let i = 0; i < 8; i++) {
+      const [row] = await db().insert(schema.auditLogs).values({ eventType: type, category: "business_events" }).returning();
+      nudges.push({ before: row.id, reply: nudge() });
+    }
+    for (const { before, reply } of nudges) expect((await reply).sealed_through).toBeGreaterThanOrEqual(before);
+    const rows = await db().select().from(schema.auditLogs).where(eq(schema.auditLogs.eventType, type)).all();
+    expect(rows.every((r) => r.hash !== null)).toBe(true);
+  });
+
   it("is administrators' only, and refuses bad input with 422", async () => {
     const user = await signup();
     expect((await call("/api/v1/audit/verify", { token: user.token })).status).toBe(403);
