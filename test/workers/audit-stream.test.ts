@@ -7,7 +7,9 @@ import type { AuditStream } from "../../durable-objects/audit-stream";
 import { AUDIT_STREAM_NAME } from "../../src/shared/audit-stream-contract";
 import { GENESIS_HASH, canonicalAuditEvent, chainHash } from "../../src/shared/audit-chain";
 import { chainedFieldsOf } from "../../src/shared/audit-view";
-import { admin, call, createSite, db, signup, unique } from "./helpers";
+import { admin, call, createSite, db, eventually, signup, unique } from "./helpers";
+import { heartbeat, registerDevice } from "./device-helpers";
+import { runCron } from "./commands-helpers";
 import { openStream } from "./live-helpers";
 
 type StreamedEvent = { id: number; event_type: string; site_id: string | null; hash: string | null; prev_hash: string | null };
@@ -108,6 +110,32 @@ describe("hash chain", () => {
     expect((await call("/api/v1/audit/verify", { token: user.token })).status).toBe(403);
     const a = await admin();
     expect((await call("/audit/verify?after_id=-1", { token: a.token })).status).toBe(422);
+  });
+});
+
+describe("publication without an explicit nudge", () => {
+  const sealed = (id: number) => eventually(async () => (await db().select().from(schema.auditLogs).where(eq(schema.auditLogs.id, id)).get())?.hash);
+
+  it("a Worker request that recorded an event nudges the object after its response", async () => {
+    const a = await admin();
+    const { id } = await record(a.token, { event_type: unique("worker_written_") });
+    expect(await sealed(id)).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("a site hub nudges it after its outbox wrote audit rows (a device coming online)", async () => {
+    const a = await admin();
+    const siteId = await createSite(a.token);
+    const device = await registerDevice(a.token, siteId);
+    expect((await heartbeat(device.device_id, device.api_key)).status).toBe(200);
+    const online = await eventually(async () => (await rowsOfSite(siteId)).find((r) => r.eventType === "device_online"));
+    expect(await sealed(online.id)).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("the minute cron seals rows whose nudge was lost", async () => {
+    const [row] = await db().insert(schema.auditLogs).values({ eventType: unique("lost_nudge_"), category: "business_events" }).returning();
+    await runCron();
+    const after = (await db().select().from(schema.auditLogs).where(eq(schema.auditLogs.id, row.id)).get())!;
+    expect(after.hash).toMatch(/^[0-9a-f]{64}$/);
   });
 });
 
