@@ -34,11 +34,35 @@ export class AuditStreamClient {
 
 export const auditStream = (env: Env) => new AuditStreamClient(env);
 
-/** A nudge that never fails its caller: a lost one is made up by the next, or by the minute cron. */
-export async function nudgeAuditStream(env: Env): Promise<void> {
-  try {
-    await auditStream(env).nudge();
-  } catch (error) {
-    console.error("audit stream nudge failed; the cron will catch up", error);
+/** Per isolate: the nudge in flight, and whether another was asked for while it ran. */
+const nudging = new WeakMap<Env, { running: Promise<void>; again: boolean }>();
+
+/**
+ * A nudge that never fails its caller: a lost one is made up by the next, or by the minute cron.
+ * Per isolate at most one is in flight; those asked for meanwhile become one more after it, which
+ * still starts after them, so none of their rows is missed.
+ */
+export function nudgeAuditStream(env: Env): Promise<void> {
+  const current = nudging.get(env);
+  if (current) {
+    current.again = true;
+    return current.running;
   }
+  const state = { running: Promise.resolve(), again: false };
+  state.running = (async () => {
+    // Yield first, so that the map holds this state before the code below can remove it.
+    await undefined;
+    try {
+      do {
+        state.again = false;
+        await auditStream(env).nudge();
+      } while (state.again);
+    } catch (error) {
+      console.error("audit stream nudge failed; the cron will catch up", error);
+    } finally {
+      nudging.delete(env);
+    }
+  })();
+  nudging.set(env, state);
+  return state.running;
 }

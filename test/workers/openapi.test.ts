@@ -148,7 +148,8 @@ describe("OpenAPI document", () => {
         }
       }
     }
-  }, 60_000);
+  // Some 500 calls (every operation, two ids, two bodies): room for a loaded machine.
+  }, 120_000);
 
   it("documents responses, parameters, errors and tags for every operation", () => {
     for (const { key, path, op } of operations()) {
