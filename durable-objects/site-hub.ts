@@ -36,6 +36,7 @@ import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
 import { ROSTER_SCHEMA, Roster } from "./roster";
 import { eraseDeviceCommands, eraseDeviceHistory } from "./device-release";
 import type { DeviceRelease, ReleasedDevice } from "../src/shared/hub-contract";
+import { AUDIT_STREAM_NAME, NUDGE_URL } from "../src/shared/audit-stream-contract";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -96,7 +97,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.credentials = new DeviceCredentials(d1, siteId);
     this.enrolments = new EnrolmentQuota(this.sql);
     this.roster = new Roster({ sql: this.sql, d1, siteId, meta: (key) => this.meta(key), setMeta: (key, value) => { this.setMeta(key, value); } });
-    this.outbox = new D1Outbox(this.sql, d1, siteId, now);
+    this.outbox = new D1Outbox(this.sql, d1, siteId, now, () => this.nudgeAuditStream());
     this.agents = new Agents(this.sql, config.agentFailureRate);
     this.agentRuntime = new AgentRuntime(this.sql, {
       siteId, d1, now, emit,
@@ -872,6 +873,21 @@ export class SiteHub extends DurableObject<HubBindings> {
     if (this.alarmAt !== null && this.alarmAt <= wake) return;
     this.alarmAt = wake;
     await this.ctx.storage.setAlarm(wake);
+  }
+
+  // ---- audit stream -----------------------------------------------------------------------------
+
+  /**
+   * The outbox wrote audit rows: the audit stream seals and publishes them now rather than at the
+   * next cron. Not awaited by the flush; a failed nudge is made up by the minute cron.
+   */
+  private nudgeAuditStream() {
+    const namespace = this.env.AUDIT_STREAM;
+    if (!namespace) return;
+    const nudged = namespace.get(namespace.idFromName(AUDIT_STREAM_NAME)).fetch(NUDGE_URL, { method: "POST" })
+      .then((response) => response.body?.cancel())
+      .catch((error: unknown) => console.error("audit stream nudge failed; the cron will catch up", error));
+    this.ctx.waitUntil(nudged);
   }
 
   async alarm() {

@@ -286,8 +286,12 @@ export const auditLogs = sqliteTable("audit_logs", {
   createdAt: createdAt(),
   // When the retention run wrote the event to an archive; null until then (docs/audit-retention.md).
   archivedAt: text("archived_at"),
+  /** The hash chain (src/shared/audit-chain.ts): null until the AuditStream object seals the row. */
+  prevHash: text("prev_hash"),
+  hash: text("hash"),
 }, (t) => [
   index("audit_logs_created_idx").on(t.createdAt),
+  index("audit_logs_site_id_idx").on(t.siteId, t.id),
   index("audit_logs_site_created_idx").on(t.siteId, t.createdAt),
   index("audit_logs_type_created_idx").on(t.eventType, t.createdAt),
   index("audit_logs_device_created_idx").on(t.deviceId, t.createdAt),
@@ -672,3 +676,54 @@ export const deviceLifecycleRequests = sqliteTable("device_lifecycle_requests", 
   uniqueIndex("device_lifecycle_requests_idem_uq").on(t.userId, t.idempotencyKey),
   index("device_lifecycle_requests_device_idx").on(t.deviceId),
 ]);
+// ---- audit alerts (docs/audit.md, "Alerts") ---------------------------------------------------
+
+// Alert rules over the audit trail, evaluated by the AuditStream Durable Object as events are
+// published. The webhook secret is sealed (src/shared/secret-box.ts), never stored in the clear.
+export const auditAlertRules = sqliteTable("audit_alert_rules", {
+  id: text("id").primaryKey(),
+  alertName: text("alert_name").notNull(),
+  eventTypes: json("event_types").$type<string[]>().notNull(),
+  threshold: integer("threshold").notNull(),
+  timeWindowS: integer("time_window_s").notNull(),
+  siteId: text("site_id"),
+  severities: json("severities").$type<string[] | null>(),
+  cooldownS: integer("cooldown_s").notNull(),
+  enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+  webhookUrl: text("webhook_url"),
+  webhookSecret: text("webhook_secret"),
+  email: text("email"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+});
+
+// Every try of every alert notification and integration forward: one row per try, the last one says
+// delivered or failed. `ruleId` is the alert rule's or the integration's id.
+export const auditAlertDeliveries = sqliteTable("audit_alert_deliveries", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  ruleId: text("rule_id").notNull(),
+  firingId: text("firing_id").notNull(),
+  channel: text("channel", { enum: ["webhook", "email", "syslog"] }).notNull(),
+  attempt: integer("attempt").notNull(),
+  outcome: text("outcome", { enum: ["delivered", "retrying", "failed"] }).notNull(),
+  httpStatus: integer("http_status"),
+  error: text("error"),
+  nextAttemptAt: text("next_attempt_at"),
+  createdAt: createdAt(),
+}, (t) => [
+  index("audit_alert_deliveries_rule_idx").on(t.ruleId, t.id),
+]);
+
+// Destinations that receive every audit event their filter lets through (docs/audit.md, "Integrations").
+export const auditIntegrations = sqliteTable("audit_integrations", {
+  id: text("id").primaryKey(),
+  type: text("type", { enum: ["syslog", "webhook"] }).notNull(),
+  destination: text("destination").notNull(),
+  format: text("format", { enum: ["rfc5424", "json"] }).notNull(),
+  severities: json("severities").$type<string[] | null>(),
+  categories: json("categories").$type<string[] | null>(),
+  webhookSecret: text("webhook_secret"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+});

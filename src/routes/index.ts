@@ -22,6 +22,9 @@ import { auditExportRoutes } from "./audit/export";
 import { auditReportRoutes } from "./audit/reports";
 import { auditRetentionRoutes } from "./audit/retention";
 import { auditStatusRoutes } from "./audit/status";
+import { auditTrailRoutes } from "./audit/trail-routes";
+import { auditAlertRoutes } from "./audit/alert-routes";
+import { auditIntegrationRoutes } from "./audit/integration-routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 import { pushRoutes } from "./push/routes";
@@ -111,6 +114,10 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/ai", router: aiAssistantRoutes() },
   { prefix: "/api/v1/ai", router: aiV1Routes() },
   { prefix: "/", router: legacyPredictRoutes() },
+  // The live audit stream, hash-chain verification, alert rules and integrations (docs/audit.md)
+  { prefix: "/api/v1/audit", router: auditTrailRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditAlertRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditIntegrationRoutes, aliases: ["/audit"] },
 ];
 
 /**

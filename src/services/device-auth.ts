@@ -18,6 +18,17 @@ export const DEVICE_AUTH_THROTTLED = "Too many failed device authentications; tr
 const timing = (desc: "bcrypt" | "throttled") => ({ "Server-Timing": `device-auth;desc="${desc}"` });
 const deviceUnauthorized = (headers: Record<string, string> = {}) => new ApiError(401, DEVICE_AUTH_FAILED, headers);
 
+/**
+ * The 401 of a device key that failed verification against the device's stored hash: the same
+ * answer as every other credential failure, but a distinct class so the auth middleware can record
+ * it as `unauthorized_access` (an unknown device id or malformed headers are not).
+ */
+export class DeviceKeyRejected extends ApiError {
+  constructor(readonly deviceId: string, readonly siteId: string, headers: Record<string, string>) {
+    super(401, DEVICE_AUTH_FAILED, headers);
+  }
+}
+
 const MAX_REMEMBERED = 50_000;
 
 /**
@@ -129,7 +140,7 @@ export async function admitThroughHub<T>(
     if (!known) {
       usedBcrypt = true;
       const onRefused = (until: number) => refusedDevices.set(refusalKey(deviceId, client), until, Math.min(until, workerClock.now() + REFUSAL_MEMORY_MS));
-      if (!(await verifyThrottled(env, { ...throttling, onRefused }, () => verifySecret(apiKey, bcryptHash)))) throw deviceUnauthorized(timing("bcrypt"));
+      if (!(await verifyThrottled(env, { ...throttling, onRefused }, () => verifySecret(apiKey, bcryptHash)))) throw new DeviceKeyRejected(deviceId, siteId, timing("bcrypt"));
     }
     admission = await siteHub(env, siteId).confirmDeviceKey(deviceId, keyDigest, admission.bcryptHash);
   }
