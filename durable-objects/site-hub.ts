@@ -5,7 +5,7 @@ import {
   type Revocation, type RevocationResult,
   type AckBody, type Admission, type AgentDevice, type AgentSnapshot, type CommandRecord, type CommandReport, type HeartbeatResult,
   type JobSpec, type LiveEvent, type NotAdmitted, type Outcome, type PushInput, type PushResult, type QueueInput, type RateLimited,
-  type Sample, type SeriesRequest, type Sighting, type SiteHealth, type SiteHealthDevice, type StoreDecision, type Subscriber,
+  type RosterDevice, type Sample, type SeriesRequest, type Sighting, type SiteHealth, type StoreDecision, type Subscriber,
   type DeviceAnomaly, type DeviceRiskSummary,
 } from "../src/shared/hub-contract";
 import type { CommandStatus, DiagnosticComponent, JobStatus } from "../src/shared/vocabulary";
@@ -35,6 +35,10 @@ import { AiAssessor } from "./ai-assessment";
 import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
 import { TWINS_SCHEMA, Twins } from "./twins";
 import type { DesiredPatchResult, JsonObject, TwinDeviceSeed, TwinDrift, TwinState, TwinSyncChange, TwinTemplateSet } from "../src/shared/twin";
+import { ROSTER_SCHEMA, Roster } from "./roster";
+import { eraseDeviceCommands, eraseDeviceHistory } from "./device-release";
+import type { DeviceRelease, ReleasedDevice } from "../src/shared/hub-contract";
+import { AUDIT_STREAM_NAME, NUDGE_URL } from "../src/shared/audit-stream-contract";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -67,6 +71,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   protected readonly agentRuntime: AgentRuntime;
   protected readonly enrolments: EnrolmentQuota;
   protected readonly assessor: AiAssessor;
+  protected readonly roster: Roster;
   private readonly sse = new SseChannel();
   protected readonly deviceChannels: DeviceChannels;
   protected readonly twins: Twins;
@@ -81,7 +86,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.database = env.DB;
     this.subscriptionLimits = config.live;
     this.sql = ctx.storage.sql;
-    this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA + ENROLMENT_QUOTA_SCHEMA);
+    this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA + ENROLMENT_QUOTA_SCHEMA + ROSTER_SCHEMA);
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     migratePresence(this.sql);
     this.siteIdValue = this.meta("site_id");
@@ -94,7 +99,8 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.metrics = new MetricsStore(this.sql, config.metrics);
     this.credentials = new DeviceCredentials(d1, siteId);
     this.enrolments = new EnrolmentQuota(this.sql);
-    this.outbox = new D1Outbox(this.sql, d1, siteId, now);
+    this.roster = new Roster({ sql: this.sql, d1, siteId, meta: (key) => this.meta(key), setMeta: (key, value) => { this.setMeta(key, value); } });
+    this.outbox = new D1Outbox(this.sql, d1, siteId, now, () => this.nudgeAuditStream());
     this.agents = new Agents(this.sql, config.agentFailureRate);
     this.agentRuntime = new AgentRuntime(this.sql, {
       siteId, d1, now, emit,
@@ -181,6 +187,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   async deviceChanged(siteId: string, deviceId: string): Promise<void> {
     this.bind(siteId);
     const now = this.now();
+    await this.roster.refreshDevice(deviceId);
     const interval = await this.credentials.refresh(deviceId, now);
     await this.closeChannelsNoLongerAdmitted(deviceId, now);
     await this.twins.refreshSegment(deviceId);
@@ -257,21 +264,71 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.agentRuntime.stopAgent(deviceId);
   }
 
-  /** The site's health: the D1 device list overlaid with live presence. */
-  async siteHealth(siteId: string): Promise<SiteHealth> {
+  /**
+   * The device leaves this site for good (device-release.ts): its open commands are cancelled with
+   * the operator's reason, its presence and agent stop, its cached credential goes, and what
+   * `drop` names is erased. The D1 side (command ends, audit, agent projection) is written before
+   * this returns, so the Worker's own D1 changes come after it; before a purge that write must
+   * succeed (a late one would bring rows back), otherwise a failed one is retried by the alarm.
+   */
+  async releaseDevice(siteId: string, deviceId: string, release: DeviceRelease): Promise<ReleasedDevice> {
     this.bind(siteId);
-    const { results } = await this.database.prepare(
-      "SELECT device_id, name, device_type AS type, status, ip_address, last_seen, device_source, lifecycle_state, created_at FROM devices WHERE site_id = ? ORDER BY created_at DESC, id DESC",
-    ).bind(siteId).all<SiteHealthDevice & { device_source: string; lifecycle_state: string; created_at: string }>();
+    const now = this.now();
+    const cancelled: string[] = [];
+    for (const commandId of this.commands.openOfDevice(deviceId)) {
+      if (this.commands.cancel(commandId, now, { userId: release.userId, reason: release.reason, force: true }).ok) cancelled.push(commandId);
+    }
+    this.presence.forget(deviceId);
+    await this.agentRuntime.stopAgent(deviceId);
+    this.credentials.invalidate(deviceId);
+    // A transferred device's key changed with its site; a retired, archived or purged one is done.
+    this.deviceChannels.close(deviceId, release.drop === "history" ? CHANNEL_CLOSE.credentials : CHANNEL_CLOSE.inactive);
+    // A purge deletes the D1 row only after this returns, so the roster cannot learn it from D1.
+    if (release.drop === "everything") await this.roster.forget(deviceId);
+    else await this.roster.refreshDevice(deviceId);
+    if (release.drop !== "live") {
+      eraseDeviceHistory(this.sql, deviceId);
+      this.twins.forget(deviceId);
+    }
+    if (release.drop === "everything") {
+      eraseDeviceCommands(this.sql, deviceId);
+      await this.outbox.flush();
+    } else {
+      await this.outbox.flushQuietly();
+    }
+    await this.ensureAlarm(now);
+    return { cancelledCommands: cancelled };
+  }
+
+  /**
+   * A device row of this site changed in D1 in a way only the device list sees (registration, name,
+   * address, DNA): the roster re-reads it. Changes to the key, lifecycle or interval use deviceChanged.
+   */
+  async rosterChanged(siteId: string, deviceId: string): Promise<void> {
+    this.bind(siteId);
+    await this.roster.refreshDevice(deviceId);
+  }
+
+  /** The site's devices, newest first: the roster with live presence laid over it (no D1 read). */
+  async siteDevices(siteId: string): Promise<RosterDevice[]> {
+    this.bind(siteId);
+    const now = this.now();
+    const devices = await this.roster.devices(now);
+    await this.ensureAlarm(now, this.roster.nextResync());
     // Simulated agents report on demand: bring them up to now, so their status is current.
-    const simulated = results.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active")
-      .map((d) => ({ device_id: d.device_id, device_type: d.type, created_at: d.created_at }));
-    await this.agentRuntime.syncSite(simulated);
+    await this.agentRuntime.syncSite(devices.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active")
+      .map((d) => ({ device_id: d.device_id, device_type: d.device_type, created_at: d.created_at })));
     const live = new Map(this.presence.all().map((p) => [p.device_id, p]));
-    const list = results.map(({ device_source: _s, lifecycle_state: _l, created_at: _c, ...d }) => {
+    return devices.map((d) => {
       const p = live.get(d.device_id);
       return p ? { ...d, status: p.status, last_seen: iso(p.last_seen_ms) } : d;
     });
+  }
+
+  /** The site's health: counts by live status over the site's device list. */
+  async siteHealth(siteId: string): Promise<SiteHealth> {
+    const devices = await this.siteDevices(siteId);
+    const list = devices.map((d) => ({ device_id: d.device_id, name: d.name, type: d.device_type, status: d.status, ip_address: d.ip_address, last_seen: d.last_seen }));
     const twins = this.twins.counts(list.map((d) => d.device_id));
     return { ...summariseSiteHealth(siteId, list, this.now()), twin_in_sync_devices: twins.in_sync, twin_drifted_devices: twins.drifted };
   }
@@ -812,6 +869,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     const now = this.now();
     for (const t of transitions) {
       this.outbox.transition(t, now);
+      this.roster.noteStatus(t.deviceId, t.next, iso(t.at));
       this.emit("device.status", { device_id: t.deviceId, previous: t.previous, status: t.next, reason: t.reason, at: iso(t.at) });
     }
     if (!(await this.outbox.flushQuietly())) await this.ensureAlarm(now);
@@ -848,6 +906,7 @@ export class SiteHub extends DurableObject<HubBindings> {
         },
       },
       this.agentRuntime.agentTimedPart(),
+      this.roster.timedPart(),
       // Jobs before commands: a job past its deadline times out before its commands' own TTL could fail it.
       { nextWake: () => this.jobs.nextWake(), onAlarm: (now) => this.jobs.onAlarm(now) },
       { nextWake: () => this.commands.nextWake(), onAlarm: (now) => this.agentRuntime.withCommandAgentWork(() => this.commands.onAlarm(now)) },
@@ -877,6 +936,21 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.ctx.storage.setAlarm(wake);
   }
 
+  // ---- audit stream -----------------------------------------------------------------------------
+
+  /**
+   * The outbox wrote audit rows: the audit stream seals and publishes them now rather than at the
+   * next cron. Not awaited by the flush; a failed nudge is made up by the minute cron.
+   */
+  private nudgeAuditStream() {
+    const namespace = this.env.AUDIT_STREAM;
+    if (!namespace) return;
+    const nudged = namespace.get(namespace.idFromName(AUDIT_STREAM_NAME)).fetch(NUDGE_URL, { method: "POST" })
+      .then((response) => response.body?.cancel())
+      .catch((error: unknown) => console.error("audit stream nudge failed; the cron will catch up", error));
+    this.ctx.waitUntil(nudged);
+  }
+
   async alarm() {
     this.alarmAt = null;
     const now = this.now();
@@ -896,7 +970,10 @@ export class SiteHub extends DurableObject<HubBindings> {
   private queueLastSeen(now: number) {
     const seen = this.presence.unflushed();
     const latest = this.metrics.dirtyLatest();
-    for (const p of seen) this.outbox.lastSeen(p.device_id, p.last_seen_ms, now);
+    for (const p of seen) {
+      this.outbox.lastSeen(p.device_id, p.last_seen_ms, now);
+      this.roster.noteLastSeen(p.device_id, iso(p.last_seen_ms));
+    }
     for (const l of latest) this.outbox.latestSample(l.device_id, JSON.parse(l.latest), now);
     this.presence.markFlushed(seen);
     this.metrics.markLatestClean(latest.map((l) => l.device_id));

@@ -243,6 +243,11 @@ export class Twins {
     return { in_sync: rows.length - drifted, drifted };
   }
 
+  /** The device left this site (transferred or purged): its twin here goes; D1 keeps or drops the record. */
+  forget(deviceId: string) {
+    this.sql.exec("DELETE FROM twins WHERE device_id = ?", deviceId);
+  }
+
   /** The device's type may have changed in D1: a twin held here follows it to its segment's template. */
   async refreshSegment(deviceId: string) {
     const row = this.row(deviceId);

@@ -10,7 +10,7 @@ import { ApiError } from "../lib/errors";
 import * as contract from "../shared/hub-contract";
 import { DEVICE_CHANNEL_HEADER, NOT_ADMITTED_HEADER } from "../shared/device-channel";
 import type {
-  AgentDevice, CommandReport, JobSpec, Outcome, PushInput, QueueInput, Revocation, Sample, SeriesRequest, Sighting, Subscriber,
+  AgentDevice, CommandReport, DeviceRelease, JobSpec, Outcome, PushInput, QueueInput, Revocation, Sample, SeriesRequest, Sighting, Subscriber,
 } from "../shared/hub-contract";
 import type { CommandStatus, DiagnosticComponent } from "../shared/vocabulary";
 import * as twin from "../shared/twin";
@@ -73,6 +73,21 @@ export class SiteHubClient {
   /** A device left the site's live state (suspended, retired or deleted). */
   async forgetDevice(deviceId: string) {
     await this.stub.forgetDevice(this.siteId, deviceId);
+  }
+
+  /** The device leaves this site for good: open commands cancelled, live state dropped, and what `drop` names erased. */
+  async releaseDevice(deviceId: string, release: DeviceRelease) {
+    return parse(contract.ReleasedDeviceSchema, await this.stub.releaseDevice(this.siteId, deviceId, contract.DeviceReleaseSchema.parse(release)));
+  }
+
+  /** A device row of the site changed in D1 (registration, settings, DNA): the hub's roster re-reads it. */
+  async rosterChanged(deviceId: string) {
+    await this.stub.rosterChanged(this.siteId, deviceId);
+  }
+
+  /** The site's device list from the hub's roster, with live presence. */
+  async siteDevices() {
+    return parse(contract.RosterDeviceSchema.array(), await this.stub.siteDevices(this.siteId));
   }
 
   async siteHealth() {

@@ -13,13 +13,25 @@ import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from ".
 import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
 import { currentDate } from "../lib/clock";
 import { platformForOs, type VendorPlatformId } from "./vendor-push";
+import { isEditable, lifecycleStep, type LifecycleAction } from "../shared/device-lifecycle";
 
 export type DeviceRow = typeof devices.$inferSelect;
 
 export const findDevice = (db: Db, deviceId: string) => db.select().from(devices).where(eq(devices.deviceId, deviceId)).get();
 
-export async function listSiteDevices(db: Db, siteId: string) {
-  return db.select().from(devices).where(eq(devices.siteId, siteId)).orderBy(desc(devices.createdAt), desc(devices.id)).all();
+/** A site's devices, newest first, from its hub's roster (docs/architecture.md, "The site roster"). */
+export async function listSiteDevices(env: Env, siteId: string) {
+  return siteHub(env, siteId).siteDevices();
+}
+
+/** Site health (counts by live status and the device list), from its hub's roster. */
+export async function siteHealth(env: Env, siteId: string) {
+  return siteHub(env, siteId).siteHealth();
+}
+
+/** A device row changed in D1 in a way its site's device list shows: the hub's roster re-reads it. */
+export async function deviceListChanged(env: Env, siteId: string, deviceId: string) {
+  await siteHub(env, siteId).rosterChanged(deviceId);
 }
 
 export async function listAccessibleDevices(db: Db, user: AuthUser, filter: { siteId?: string; status?: string; limit: number; offset: number }) {
@@ -40,8 +52,10 @@ export async function listAccessibleDevices(db: Db, user: AuthUser, filter: { si
   return { rows, total: count?.n ?? 0 };
 }
 
-export async function createSiteDevice(db: Db, user: AuthUser, input: Omit<DeviceRegistrationInput, "enrollmentMethod" | "createdBy">, request?: Request) {
-  return registerDevice(db, { ...input, enrollmentMethod: "manual", createdBy: user.id }, request);
+export async function createSiteDevice(env: Env, db: Db, user: AuthUser, input: Omit<DeviceRegistrationInput, "enrollmentMethod" | "createdBy">, request?: Request) {
+  const registered = await registerDevice(db, { ...input, enrollmentMethod: "manual", createdBy: user.id }, request);
+  await deviceListChanged(env, input.siteId, registered.deviceId);
+  return registered;
 }
 
 export interface DeviceUpdate {
@@ -54,6 +68,7 @@ export interface DeviceUpdate {
 }
 
 export async function updateDevice(env: Env, db: Db, user: AuthUser, device: DeviceRow, update: DeviceUpdate, request?: Request) {
+  if (!isEditable(device.lifecycleState)) throw conflict(`Device is ${device.lifecycleState}; it cannot be changed`);
   const set = {
     name: update.name,
     deviceType: update.device_type,
@@ -74,12 +89,15 @@ export async function updateDevice(env: Env, db: Db, user: AuthUser, device: Dev
   // Presence reads the configured heartbeat interval from the hub's copy of the device; its twin, the
   // device type (which tenant template applies).
   if (update.heartbeat_interval_s !== undefined || update.device_type !== undefined) await deviceChanged(env, device.siteId, device.deviceId);
+  else await deviceListChanged(env, device.siteId, device.deviceId);
   return row;
 }
 
 /** Issues a new api_key; the old one stops working on the next call (the hash it matched is gone). */
 export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: DeviceRow, request?: Request) {
   if (device.deviceSource !== "real") throw badRequest("Simulated devices have no API key");
+  // A retired device gets a key back only by re-enrolment, which also starts a new epoch.
+  if (!isEditable(device.lifecycleState)) throw conflict(`Device is ${device.lifecycleState}; re-enrol it for a new key`);
   const apiKey = randomToken(32);
   const apiKeyHash = await hashSecret(apiKey);
   const rotatedAt = currentDate().toISOString();
@@ -96,9 +114,15 @@ export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: 
   return { apiKey, rotatedAt };
 }
 
+/** The state `action` leads to, or 409 when the device's state does not allow it (src/shared/device-lifecycle.ts). */
+export function assertLifecycleAllows(device: DeviceRow, action: LifecycleAction) {
+  const step = lifecycleStep(device.lifecycleState, action);
+  if (!step.allowed) throw conflict(step.reason);
+  return step.next;
+}
+
 export async function setLifecycle(env: Env, db: Db, user: AuthUser, device: DeviceRow, state: "active" | "suspended", request?: Request) {
-  if (device.lifecycleState === "retired") throw conflict("Device is retired");
-  if (device.lifecycleState === state) return device;
+  if (assertLifecycleAllows(device, state === "suspended" ? "suspend" : "resume") === device.lifecycleState) return device;
   const at = currentDate().toISOString();
   const [[row]] = await db.batch([
     db.update(devices).set({ lifecycleState: state, updatedAt: at }).where(eq(devices.deviceId, device.deviceId)).returning(),
@@ -141,7 +165,8 @@ function pushRegistration(dna: DeviceDna): { pushToken: string; pushPlatform: Ve
 }
 
 /** DNA arrives at boot, not on the hot path: written straight to the device row. */
-export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) {
+export async function recordDeviceDna(env: Env, db: Db, device: { deviceId: string; siteId: string }, dna: DeviceDna) {
+  const { deviceId } = device;
   const at = currentDate().toISOString();
   await db.update(devices).set({
     ...pushRegistration(dna),
@@ -156,6 +181,7 @@ export async function recordDeviceDna(db: Db, deviceId: string, dna: DeviceDna) 
     dnaUpdatedAt: at,
     updatedAt: at,
   }).where(eq(devices.deviceId, deviceId));
+  await deviceListChanged(env, device.siteId, deviceId);
   return at;
 }
 
@@ -229,11 +255,12 @@ export async function bootstrapProvision(env: Env, db: Db, input: BootstrapProvi
   if (!(await verifyThrottled(env, check, () => bootstrapKeyMatches(db, siteId, input.bootstrap_key)))) throw unauthorized(BOOTSTRAP_FAILED);
   const hub = siteHub(env, siteId);
   const { slot } = await hub.takeEnrolmentSlot(perHour);
+  let registered;
   try {
     if (await deviceNameTaken(db, siteId, input.device_name)) {
       throw conflict(`A device named '${input.device_name}' already exists in site ${siteId}`);
     }
-    return await registerDevice(db, {
+    registered = await registerDevice(db, {
       siteId,
       name: input.device_name,
       deviceType: input.device_type,
@@ -244,18 +271,23 @@ export async function bootstrapProvision(env: Env, db: Db, input: BootstrapProvi
     await hub.giveBackEnrolmentSlot(slot);
     throw error;
   }
+  // The device exists from here on: its enrolment slot stays taken whatever happens next.
+  await hub.rosterChanged(registered.deviceId);
+  return registered;
 }
 
 /** Operator-authenticated provisioning (setup wizard): the operator's token vouches for the device. */
-export async function provisionDevice(db: Db, user: AuthUser, input: { site_id: string; device_name: string; device_type?: string; os_details?: string }, request?: Request) {
+export async function provisionDevice(env: Env, db: Db, user: AuthUser, input: { site_id: string; device_name: string; device_type?: string; os_details?: string }, request?: Request) {
   if (!(await findSite(db, input.site_id))) throw notFound(`Site with ID '${input.site_id}' not found`);
   if (await deviceNameTaken(db, input.site_id, input.device_name)) {
     throw conflict(`A device named '${input.device_name}' already exists in site ${input.site_id}`);
   }
-  return registerDevice(db, {
+  const registered = await registerDevice(db, {
     siteId: input.site_id, name: input.device_name, deviceType: input.device_type, osDetails: input.os_details,
     enrollmentMethod: "provisioned", createdBy: user.id,
   }, request);
+  await deviceListChanged(env, input.site_id, registered.deviceId);
+  return registered;
 }
 
 export async function siteStats(db: Db, siteId: string) {

@@ -8,6 +8,7 @@ import { auditRow, type AuditInput } from "../shared/audit-row";
 import { deviceNameTaken, prepareRegistration } from "./device-registry";
 import { deviceCreated, rememberIssuedKey } from "./device-auth";
 import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
+import { siteHub } from "../hub/client";
 import { publishSiteEvent } from "./live";
 import { decoyVerify, hashSecret, verifySecret } from "./passwords";
 import { currentDate } from "../lib/clock";
@@ -504,6 +505,7 @@ export async function claimIntent(env: Env, db: Db, intentId: string, input: Cla
   // Like every other key issue: this isolate knows the device and trusts its key without a first bcrypt check.
   deviceCreated(prepared.deviceId, intent.siteId);
   await rememberIssuedKey(prepared.deviceId, prepared.apiKey!, prepared.device.apiKeyHash!);
+  await siteHub(env, intent.siteId).rosterChanged(prepared.deviceId);
   await publishIntent(env, intent, "approved");
   return { apiKey: prepared.apiKey!, deviceId: prepared.deviceId, epochId: prepared.epochId, siteId: intent.siteId, intent };
 }

@@ -104,10 +104,9 @@ const tooManyTargets = () =>
 // ---- how a target's command stands ---------------------------------------------------------------
 
 /**
- * How a command just queued for a push went out, from the hub's reply. The hub's queue answers a
- * real device's command as pending (it waits for the device's poll); a simulated agent takes it at
- * once. When the reply says a live device channel took the command, this is the one place to say
- * so: `delivered` on `device_channel`.
+ * How a command just queued for a push went out, from the hub's reply: sent on the device's open
+ * channel socket (`delivered` at once), waiting for a real device's poll (`queued`), or taken at
+ * once by a simulated agent.
  */
 function initialDelivery(queued: { command: CommandRecord; created: boolean; delivered_on_channel: boolean }, simulated: boolean): Pick<TargetResult, "status" | "channel"> {
   if (queued.delivered_on_channel) return { status: "delivered", channel: "device_channel" };

@@ -5,6 +5,7 @@
  * route schemas reuse them for the API's bodies, so a shape is written once.
  */
 import { z } from "@hono/zod-openapi";
+import { LIFECYCLE_STATES } from "./device-lifecycle";
 import {
   AGENT_STATES, COMMAND_STATUSES, DIAGNOSTIC_COMPONENTS, JOB_STATUSES, LIVE_STATUSES, ROLES, SERIES_KINDS,
 } from "./vocabulary";
@@ -130,6 +131,26 @@ export const SiteHealthDeviceSchema = z.object({
   last_seen: z.string().nullable(),
 });
 export type SiteHealthDevice = z.infer<typeof SiteHealthDeviceSchema>;
+
+/**
+ * One device of a site's roster: the hub's copy of the device's row in D1 with its live status and
+ * last_seen laid over it (the site's device list).
+ */
+export const RosterDeviceSchema = z.object({
+  site_id: z.string(),
+  device_id: z.string(),
+  name: z.string(),
+  device_type: z.string(),
+  status: z.string(),
+  ip_address: z.string().nullable(),
+  device_source: z.enum(["real", "simulated"]),
+  enrollment_method: z.string(),
+  lifecycle_state: z.enum(LIFECYCLE_STATES),
+  last_seen: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type RosterDevice = z.infer<typeof RosterDeviceSchema>;
 
 export const SiteHealthSchema = z.object({
   site_id: z.string(),
@@ -585,3 +606,17 @@ export const AiMetricValuesSchema = z.object({
   cpu: z.number().nullable().optional(), memory: z.number().nullable().optional(), disk: z.number().nullable().optional(),
   temperature: z.number().nullable().optional(), latency: z.number().nullable().optional(), error_rate: z.number().nullable().optional(),
 });
+// ---- device lifecycle -----------------------------------------------------------------------
+// A device that leaves a site for good (retired, archived, transferred away, purged): what the
+// hub drops besides its live state (presence, agent, cached credential, open commands).
+
+export const DeviceReleaseSchema = z.object({
+  reason: z.string(),
+  userId: z.number().int().nullable(),
+  /** `live`: only the live state; `history`: its metrics and agent history too; `everything`: its commands as well. */
+  drop: z.enum(["live", "history", "everything"]),
+});
+export type DeviceRelease = z.infer<typeof DeviceReleaseSchema>;
+
+export const ReleasedDeviceSchema = z.object({ cancelledCommands: z.array(z.string()) });
+export type ReleasedDevice = z.infer<typeof ReleasedDeviceSchema>;

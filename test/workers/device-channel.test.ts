@@ -147,6 +147,23 @@ describe("device channel: commands", () => {
     await channel.until(() => channel.messages.find((m) => m.type === "push"), "the push");
   });
 
+  it("delivers a push at once to a device on its channel; a polling device's push waits for its poll", async () => {
+    const { owner, siteId, device } = await setup();
+    const polling = await registerDevice(owner.token, siteId);
+    const channel = await openChannel(device);
+    const sent = await call("/api/v1/push/send", {
+      method: "POST", token: owner.token,
+      body: { device_ids: [device.device_id, polling.device_id], title: "Till 3", body: "Close in 5 minutes" },
+    });
+    expect(sent.status, sent.text).toBe(201);
+    const byDevice = Object.fromEntries(sent.json.results.map((r: { device_id: string }) => [r.device_id, r]));
+    expect(byDevice[device.device_id]).toMatchObject({ status: "delivered", channel: "device_channel" });
+    expect(byDevice[polling.device_id]).toMatchObject({ status: "queued", channel: "command_poll" });
+    const push = await channel.until(() => channel.messages.find((m) => m.type === "push"), "the push");
+    expect(push).toMatchObject({ command: { command_id: byDevice[device.device_id].command_id, command_type: "notify", payload: { title: "Till 3" } } });
+    expect((await poll(polling)).json.commands).toMatchObject([{ command_id: byDevice[polling.device_id].command_id, command_type: "notify" }]);
+  });
+
   it("sends a job's command to a device on its channel as soon as the job fans out", async () => {
     const { owner, siteId, device } = await setup();
     const channel = await openChannel(device);

@@ -91,7 +91,7 @@ export function deviceCallRoutes(mount: MountOptions) {
       const device = c.var.device!;
       const { device_id, site_id: _ignored, ...dna } = c.req.valid("json");
       ensureOwnDevice(device.deviceId, device_id);
-      const updatedAt = await recordDeviceDna(c.var.db, device.deviceId, dna);
+      const updatedAt = await recordDeviceDna(c.env, c.var.db, device, dna);
       return c.json({ status: "ok" as const, device_id: device.deviceId, updated_at: updatedAt }, 200);
     },
   );

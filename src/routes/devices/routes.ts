@@ -54,7 +54,7 @@ export function deviceRoutes(mount: MountOptions) {
     async (c) => {
       const body = c.req.valid("json");
       await authorizeSite(c.var.db, c.var.user!, body.site_id, "operator", c.req.raw);
-      const r = await provisionDevice(c.var.db, c.var.user!, body, c.req.raw);
+      const r = await provisionDevice(c.env, c.var.db, c.var.user!, body, c.req.raw);
       return c.json({ device_id: r.deviceId, api_key: r.apiKey!, site_id: body.site_id, epoch_id: r.epochId }, 201);
     },
   );
@@ -96,10 +96,10 @@ export function deviceRoutes(mount: MountOptions) {
     apiRoute({
       method: "patch", path: "/{device_id}", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Update a device (operator)",
-      description: "Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`.",
+      description: "Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`. A retired or archived device is 409.",
       request: { params: s.DeviceParams, ...jsonBody(s.UpdateDeviceBody) },
       responses: { 200: jsonResponse(s.DeviceDetail, "Updated device") },
-      errors: [403, 404],
+      errors: [403, 404, 409],
     }),
     async (c) => {
       const { device } = grantedDevice(c);
@@ -112,10 +112,10 @@ export function deviceRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/{device_id}/rotate-key", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Rotate a device's API key (operator)",
-      description: "The new key is shown once; the old key is rejected from the next call on.",
+      description: "The new key is shown once; the old key is rejected from the next call on. A retired or archived device is 409 (re-enrol a retired one instead).",
       request: { params: s.DeviceParams },
       responses: { 200: jsonResponse(s.RotateKeyResponse, "New key") },
-      errors: [400, 403, 404],
+      errors: [400, 403, 404, 409],
     }),
     async (c) => {
       const { device_id } = c.req.valid("param");
@@ -131,8 +131,8 @@ export function deviceRoutes(mount: MountOptions) {
         method: "post", path: `/{device_id}/${action}`, auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
         summary: action === "suspend" ? "Suspend a device (operator)" : "Resume a suspended device (operator)",
         description: action === "suspend"
-          ? "A suspended device's calls answer 403 at once; its data stays. Idempotent."
-          : "The device may call in again with its existing key. Idempotent.",
+          ? "A suspended device's calls answer 403 at once; its data stays. Idempotent. A retired or archived device is 409."
+          : "The device may call in again with its existing key. Idempotent. A retired or archived device is 409.",
         request: { params: s.DeviceParams },
         responses: { 200: jsonResponse(s.DeviceDetail, "The device") },
         errors: [403, 404, 409],
@@ -161,14 +161,14 @@ export function siteDeviceRoutes(mount: MountOptions) {
     apiRoute({
       method: "get", path, auth: "user", access: { site: "viewer" }, deprecated, tags: TAGS,
       summary: "A site's devices, newest first",
-      description: "An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.",
+      description: "Served by the site's hub from its own copy of the site's devices, with each device's live `status` and `last_seen` (no database read for the devices). An empty site gives `[]`; an unknown site 404 `Site with ID '<site_id>' not found`.",
       request: { params: s.SiteParams },
       responses: { 200: jsonResponse(z.array(s.DeviceListItem), "Devices") },
       errors: [404],
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
-      return c.json((await listSiteDevices(c.var.db, site_id)).map(s.toDeviceListItem), 200);
+      return c.json(await listSiteDevices(c.env, site_id), 200);
     },
   );
 
@@ -184,7 +184,7 @@ export function siteDeviceRoutes(mount: MountOptions) {
     async (c) => {
       const { site_id } = c.req.valid("param");
       const body = c.req.valid("json");
-      const r = await createSiteDevice(c.var.db, c.var.user!, {
+      const r = await createSiteDevice(c.env, c.var.db, c.var.user!, {
         siteId: site_id,
         deviceId: body.device_id,
         name: body.name,

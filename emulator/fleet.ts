@@ -1,0 +1,46 @@
+import { apiClient } from "./client";
+import { EmulatedDevice, Enroller, type Cadence, type EnrolmentMethod } from "./device";
+import { FleetStats } from "./stats";
+
+export interface FleetOptions {
+  url: string;
+  siteId: string;
+  devices: number;
+  enrolment: EnrolmentMethod;
+  cadence: Cadence;
+  /** Device names are `<namePrefix>-<n>`; unique per run by default, since a site's device names are unique. */
+  namePrefix?: string;
+  restartS?: number;
+  updateFailureRate?: number;
+}
+
+export interface Fleet {
+  stats: FleetStats;
+  devices: EmulatedDevice[];
+  online(): number;
+  /** Stops every device (in-flight calls are abandoned) and resolves once all have stopped. */
+  stop(): Promise<void>;
+}
+
+/** Starts `devices` emulated terminals against the service at `url`; they run until `stop`. */
+export function startFleet(options: FleetOptions): Fleet {
+  const stats = new FleetStats();
+  const api = apiClient(options.url);
+  const enroller = new Enroller(api, options.siteId, options.enrolment, stats);
+  const prefix = options.namePrefix ?? `emu-${Date.now().toString(36)}`;
+  const controller = new AbortController();
+  const devices = Array.from({ length: options.devices }, (_, i) => new EmulatedDevice({
+    api, siteId: options.siteId, name: `${prefix}-${i + 1}`, cadence: options.cadence, enrolment: enroller, stats,
+    restartS: options.restartS ?? 5, updateFailureRate: options.updateFailureRate ?? 0.1,
+  }));
+  const running = devices.map((d) => d.run(controller.signal));
+  return {
+    stats,
+    devices,
+    online: () => devices.filter((d) => d.online).length,
+    async stop() {
+      controller.abort();
+      await Promise.allSettled(running);
+    },
+  };
+}
