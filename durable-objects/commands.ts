@@ -294,6 +294,12 @@ export class CommandQueue {
     return ok(this.toRecord(done));
   }
 
+  /** Open commands of a device (for a device that leaves the site). */
+  openOfDevice(deviceId: string): string[] {
+    return this.sql.exec<{ command_id: string }>(`SELECT command_id FROM commands WHERE device_id = ? AND status IN ${OPEN_SQL}`, deviceId)
+      .toArray().map((r) => r.command_id);
+  }
+
   /** Open commands of a job (for cancel and timeout). */
   openOfJob(jobId: string): string[] {
     return this.sql.exec<{ command_id: string }>(`SELECT command_id FROM commands WHERE job_id = ? AND status IN ${OPEN_SQL}`, jobId)

@@ -95,7 +95,7 @@ export class DeviceChannels {
    * Accepts an admitted device's socket (closing an older one of the same device), greets it, and
    * returns the 101 for the Worker to hand back.
    */
-  accept(deviceId: string, keyDigest: string, hashFingerprint: string, hello: { next_heartbeat_s: number }): { response: Response; socket: WebSocket } {
+  accept(deviceId: string, keyDigest: string, hashFingerprint: string, hello: { next_heartbeat_s: number; desired_version: number }): { response: Response; socket: WebSocket } {
     for (const old of this.socketsOf(deviceId)) closeQuietly(old, CHANNEL_CLOSE.replaced.code, CHANNEL_CLOSE.replaced.reason);
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
@@ -104,7 +104,7 @@ export class DeviceChannels {
     server.serializeAttachment({
       kind: "device", device_id: deviceId, key_digest: keyDigest, hash_fingerprint: hashFingerprint, connected_ms: now,
     } satisfies DeviceSocketAttachment);
-    send(server, { type: "hello", device_id: deviceId, site_id: this.siteId(), next_heartbeat_s: hello.next_heartbeat_s, server_time: iso(now) });
+    send(server, { type: "hello", device_id: deviceId, site_id: this.siteId(), next_heartbeat_s: hello.next_heartbeat_s, server_time: iso(now), desired_version: hello.desired_version });
     return { response: new Response(null, { status: 101, webSocket: client }), socket: server };
   }
 
@@ -158,7 +158,7 @@ export class DeviceChannels {
           reportedAt: message.timestamp ? normaliseTimestamp(message.timestamp) : undefined,
         });
         if (this.refused(ws, ref, result)) return;
-        send(ws, { type: "heartbeat.ok", ref, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time });
+        send(ws, { type: "heartbeat.ok", ref, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time, desired_version: result.desired_version });
         return;
       }
       case "telemetry": {

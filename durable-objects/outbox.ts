@@ -117,7 +117,11 @@ export class D1Outbox {
   /** Entries added since this object started: callers compare it to know whether a call wrote anything. */
   added = 0;
 
-  constructor(private readonly sql: SqlStorage, private readonly d1: () => D1Database, private readonly siteId: () => string, private readonly now: () => number) {}
+  constructor(
+    private readonly sql: SqlStorage, private readonly d1: () => D1Database, private readonly siteId: () => string, private readonly now: () => number,
+    /** Called after a batch that held audit rows reached D1 (the hub nudges the audit stream). */
+    private readonly afterAuditWrite: () => void = () => undefined,
+  ) {}
 
   private add(entry: Entry, now: number) {
     this.sql.exec("INSERT INTO d1_outbox (kind, body, created_ms) VALUES (?, ?, ?)", entry.kind, JSON.stringify(entry.body), now);
@@ -220,6 +224,7 @@ export class D1Outbox {
         const statements = this.build(rows);
         if (statements.length) await this.d1().batch(statements);
         this.sql.exec("DELETE FROM d1_outbox WHERE id <= ?", rows[rows.length - 1].id);
+        if (rows.some((r) => r.kind === "audit")) this.afterAuditWrite();
         if (rows.length < ROWS_PER_FLUSH) break;
       }
       this.failures = 0;

@@ -79,6 +79,13 @@ export class Roster {
     });
   }
 
+  /** Drops one device at once, for a removal D1 will only see after the caller's next write. */
+  forget(deviceId: string): Promise<void> {
+    return this.serially(async () => {
+      this.host.sql.exec("DELETE FROM roster WHERE device_id = ?", deviceId);
+    });
+  }
+
   /** Replaces the roster with D1's rows for the site. */
   resync(now: number): Promise<void> {
     return this.serially(async () => {

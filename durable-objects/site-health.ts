@@ -2,7 +2,10 @@ import type { SiteHealth, SiteHealthDevice } from "../src/shared/hub-contract";
 import { iso } from "../src/shared/time";
 
 /** Summarises device statuses into a site's health: counts, percentage healthy and a one-line summary. */
-export function summariseSiteHealth(siteId: string, list: SiteHealthDevice[], now: number): SiteHealth {
+/** The twin counts are the hub's to add (durable-objects/twins.ts). */
+type DeviceStatusHealth = Omit<SiteHealth, "twin_in_sync_devices" | "twin_drifted_devices">;
+
+export function summariseSiteHealth(siteId: string, list: SiteHealthDevice[], now: number): DeviceStatusHealth {
   const count = (...statuses: string[]) => list.filter((d) => statuses.includes(d.status)).length;
   const healthy = count("online", "healthy");
   const offline = count("offline");

@@ -33,7 +33,12 @@ import { DeviceChannels, isDeviceSocket, keyDigestOf, send, type ChannelHost } f
 import { CHANNEL_CLOSE, DEVICE_CHANNEL_HEADER, DeviceChannelOpenSchema, NOT_ADMITTED_HEADER } from "../src/shared/device-channel";
 import { AiAssessor } from "./ai-assessment";
 import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
+import { TWINS_SCHEMA, Twins } from "./twins";
+import type { DesiredPatchResult, JsonObject, TwinDeviceSeed, TwinDrift, TwinState, TwinSyncChange, TwinTemplateSet } from "../src/shared/twin";
 import { ROSTER_SCHEMA, Roster } from "./roster";
+import { eraseDeviceCommands, eraseDeviceHistory } from "./device-release";
+import type { DeviceRelease, ReleasedDevice } from "../src/shared/hub-contract";
+import { AUDIT_STREAM_NAME, NUDGE_URL } from "../src/shared/audit-stream-contract";
 
 /** A long poll waits at most this long (real time: it holds the device's request open). */
 const MAX_POLL_WAIT_MS = 25_000;
@@ -69,6 +74,7 @@ export class SiteHub extends DurableObject<HubBindings> {
   protected readonly roster: Roster;
   private readonly sse = new SseChannel();
   protected readonly deviceChannels: DeviceChannels;
+  protected readonly twins: Twins;
   private readonly subscriptionLimits: SubscriptionLimits;
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
@@ -94,7 +100,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.credentials = new DeviceCredentials(d1, siteId);
     this.enrolments = new EnrolmentQuota(this.sql);
     this.roster = new Roster({ sql: this.sql, d1, siteId, meta: (key) => this.meta(key), setMeta: (key, value) => { this.setMeta(key, value); } });
-    this.outbox = new D1Outbox(this.sql, d1, siteId, now);
+    this.outbox = new D1Outbox(this.sql, d1, siteId, now, () => this.nudgeAuditStream());
     this.agents = new Agents(this.sql, config.agentFailureRate);
     this.agentRuntime = new AgentRuntime(this.sql, {
       siteId, d1, now, emit,
@@ -117,6 +123,16 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.jobs = new JobRunner(this.sql, { siteId, d1, now, emit, outbox: this.outbox, commands: this.commands });
     this.deviceChannels = new DeviceChannels(ctx, now, siteId);
     this.assessor = new AiAssessor(this.sql, this.metrics);
+    this.sql.exec(TWINS_SCHEMA);
+    this.twins = new Twins(this.sql, {
+      siteId, now, d1, emit,
+      meta: (key) => this.meta(key),
+      setMeta: (key, value) => { this.setMeta(key, value); },
+      sendDelta: (deviceId, message) => {
+        const [socket] = this.deviceChannels.socketsOf(deviceId);
+        if (socket) send(socket, message);
+      },
+    });
     // Subscribers' keep-alive `ping` is answered without waking the hub from hibernation.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
   }
@@ -174,6 +190,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.roster.refreshDevice(deviceId);
     const interval = await this.credentials.refresh(deviceId, now);
     await this.closeChannelsNoLongerAdmitted(deviceId, now);
+    await this.twins.refreshSegment(deviceId);
     if (interval === undefined || !this.presence.get(deviceId)) return;
     this.presence.configure(deviceId, interval);
     await this.ensureAlarm(now);
@@ -192,7 +209,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.ensureAlarm(now, now + offlineAfterMs(row.interval_s));
     const beatBy = this.agentRuntime.noteBeat(sighting.deviceId, row.status, now);
     if (beatBy !== undefined) await this.ensureAlarm(now, beatBy);
-    return { status: row.status, next_heartbeat_s: row.interval_s, server_time: iso(now) };
+    return { status: row.status, next_heartbeat_s: row.interval_s, server_time: iso(now), desired_version: await this.twinVersionOf(sighting.deviceId) };
   }
 
   async telemetry(siteId: string, keyDigest: string, deviceId: string, samples: Sample[]): Promise<StoreDecision[] | RateLimited | NotAdmitted> {
@@ -248,6 +265,42 @@ export class SiteHub extends DurableObject<HubBindings> {
   }
 
   /**
+   * The device leaves this site for good (device-release.ts): its open commands are cancelled with
+   * the operator's reason, its presence and agent stop, its cached credential goes, and what
+   * `drop` names is erased. The D1 side (command ends, audit, agent projection) is written before
+   * this returns, so the Worker's own D1 changes come after it; before a purge that write must
+   * succeed (a late one would bring rows back), otherwise a failed one is retried by the alarm.
+   */
+  async releaseDevice(siteId: string, deviceId: string, release: DeviceRelease): Promise<ReleasedDevice> {
+    this.bind(siteId);
+    const now = this.now();
+    const cancelled: string[] = [];
+    for (const commandId of this.commands.openOfDevice(deviceId)) {
+      if (this.commands.cancel(commandId, now, { userId: release.userId, reason: release.reason, force: true }).ok) cancelled.push(commandId);
+    }
+    this.presence.forget(deviceId);
+    await this.agentRuntime.stopAgent(deviceId);
+    this.credentials.invalidate(deviceId);
+    // A transferred device's key changed with its site; a retired, archived or purged one is done.
+    this.deviceChannels.close(deviceId, release.drop === "history" ? CHANNEL_CLOSE.credentials : CHANNEL_CLOSE.inactive);
+    // A purge deletes the D1 row only after this returns, so the roster cannot learn it from D1.
+    if (release.drop === "everything") await this.roster.forget(deviceId);
+    else await this.roster.refreshDevice(deviceId);
+    if (release.drop !== "live") {
+      eraseDeviceHistory(this.sql, deviceId);
+      this.twins.forget(deviceId);
+    }
+    if (release.drop === "everything") {
+      eraseDeviceCommands(this.sql, deviceId);
+      await this.outbox.flush();
+    } else {
+      await this.outbox.flushQuietly();
+    }
+    await this.ensureAlarm(now);
+    return { cancelledCommands: cancelled };
+  }
+
+  /**
    * A device row of this site changed in D1 in a way only the device list sees (registration, name,
    * address, DNA): the roster re-reads it. Changes to the key, lifecycle or interval use deviceChanged.
    */
@@ -276,7 +329,51 @@ export class SiteHub extends DurableObject<HubBindings> {
   async siteHealth(siteId: string): Promise<SiteHealth> {
     const devices = await this.siteDevices(siteId);
     const list = devices.map((d) => ({ device_id: d.device_id, name: d.name, type: d.device_type, status: d.status, ip_address: d.ip_address, last_seen: d.last_seen }));
-    return summariseSiteHealth(siteId, list, this.now());
+    const twins = this.twins.counts(list.map((d) => d.device_id));
+    return { ...summariseSiteHealth(siteId, list, this.now()), twin_in_sync_devices: twins.in_sync, twin_drifted_devices: twins.drifted };
+  }
+
+  // ---- device twins (twins.ts) --------------------------------------------------------------
+
+  /**
+   * For the heartbeat: hub-local once the hub holds the twin. The first call for a device seeds it
+   * (one D1 read, as its first credential check does); if that fails the heartbeat still answers.
+   */
+  private async twinVersionOf(deviceId: string): Promise<number> {
+    const version = this.twins.desiredVersion(deviceId);
+    if (version) return version;
+    try {
+      return (await this.twins.ensure(deviceId))?.effective_version ?? 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** The device's twin; undefined when the device is not on this site. */
+  async twin(siteId: string, deviceId: string): Promise<TwinState | undefined> {
+    this.bind(siteId);
+    return this.twins.twin(deviceId);
+  }
+
+  async patchTwinDesired(siteId: string, deviceId: string, ifMatch: number, patch: JsonObject): Promise<Outcome<DesiredPatchResult> | undefined> {
+    this.bind(siteId);
+    return this.twins.patchDesired(deviceId, ifMatch, patch);
+  }
+
+  async patchTwinReported(siteId: string, deviceId: string, patch: JsonObject): Promise<Outcome<{ twin: TwinState; in_sync_changed: boolean }> | undefined> {
+    this.bind(siteId);
+    return this.twins.patchReported(deviceId, patch);
+  }
+
+  /** The site's template set changed: every listed device is recomputed here, in one call. */
+  async setTwinTemplates(siteId: string, templates: TwinTemplateSet, devices: TwinDeviceSeed[]): Promise<TwinSyncChange[]> {
+    this.bind(siteId);
+    return this.twins.setTemplates(templates, devices);
+  }
+
+  async twinDrift(siteId: string): Promise<TwinDrift[]> {
+    this.bind(siteId);
+    return this.twins.drift();
   }
 
   // ---- commands and jobs (commands.ts, jobs.ts) ---------------------------------------------
@@ -553,7 +650,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return Response.json({ detail: "Expected a WebSocket upgrade" }, { status: 426 });
     const interval = this.presence.get(device.device_id)?.interval_s ?? this.credentials.configuredIntervalS(device.device_id) ?? DEFAULT_INTERVAL_S;
     const hashFingerprint = await sha256Hex(this.credentials.verifiedHash(device.device_id, device.key_digest) ?? "");
-    const { response } = this.deviceChannels.accept(device.device_id, device.key_digest, hashFingerprint, { next_heartbeat_s: interval });
+    const { response } = this.deviceChannels.accept(device.device_id, device.key_digest, hashFingerprint, { next_heartbeat_s: interval, desired_version: await this.twinVersionOf(device.device_id) });
     // What was queued while the device was away goes out now, leased as a poll would lease it.
     const before = this.outbox.added;
     this.deliverOnChannel(device.device_id, now);
@@ -837,6 +934,21 @@ export class SiteHub extends DurableObject<HubBindings> {
     if (this.alarmAt !== null && this.alarmAt <= wake) return;
     this.alarmAt = wake;
     await this.ctx.storage.setAlarm(wake);
+  }
+
+  // ---- audit stream -----------------------------------------------------------------------------
+
+  /**
+   * The outbox wrote audit rows: the audit stream seals and publishes them now rather than at the
+   * next cron. Not awaited by the flush; a failed nudge is made up by the minute cron.
+   */
+  private nudgeAuditStream() {
+    const namespace = this.env.AUDIT_STREAM;
+    if (!namespace) return;
+    const nudged = namespace.get(namespace.idFromName(AUDIT_STREAM_NAME)).fetch(NUDGE_URL, { method: "POST" })
+      .then((response) => response.body?.cancel())
+      .catch((error: unknown) => console.error("audit stream nudge failed; the cron will catch up", error));
+    this.ctx.waitUntil(nudged);
   }
 
   async alarm() {

@@ -8,6 +8,7 @@ import { securityHeaders } from "./middleware/security-headers";
 import { cors } from "./middleware/cors";
 import { recordBusy, recordVersionOnce, SERVICE_VERSION } from "./services/system";
 import { mountRoutes } from "./routes";
+import { auditPublication } from "./middleware/audit-publication";
 
 const DOCUMENT = {
   openapi: "3.1.0",
@@ -55,6 +56,7 @@ export function createApp() {
     recordBusy(performance.now() - started);
   });
   app.use("*", requestLog);
+  app.use("*", auditPublication);
   app.use("*", requestBodyLimit);
 
   // What serves each URL, and its deprecated unversioned aliases: src/routes/index.ts.

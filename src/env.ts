@@ -5,6 +5,7 @@ import type { Role } from "./shared/vocabulary";
 import type { SiteHub } from "../durable-objects/site-hub";
 import type { CredentialGuard } from "../durable-objects/credential-guard";
 import type { RolloutOrchestrator } from "../durable-objects/rollout-orchestrator";
+import type { AuditStream } from "../durable-objects/audit-stream";
 
 /**
  * The Worker's bindings: the database and variables the hubs get too (see src/shared/config.ts for
@@ -16,6 +17,8 @@ export interface Env extends HubBindings {
   CREDENTIAL_GUARD: DurableObjectNamespace<CredentialGuard>;
   /** One orchestrator per fleet-wide rollout (docs/rollouts.md). */
   ROLLOUTS: DurableObjectNamespace<RolloutOrchestrator>;
+  /** The one audit fan-out point and chain sealer (docs/audit.md). */
+  AUDIT_STREAM: DurableObjectNamespace<AuditStream>;
   /** Counts failed credential checks per client address (Workers Rate Limiting). */
   CREDENTIAL_FAILURE_LIMITER: RateLimit;
   /** Counts signups per client address (Workers Rate Limiting). */

@@ -5,6 +5,7 @@ import { runScheduled } from "./scheduled";
 export { SiteHub } from "../durable-objects/site-hub";
 export { CredentialGuard } from "../durable-objects/credential-guard";
 export { RolloutOrchestrator } from "../durable-objects/rollout-orchestrator";
+export { AuditStream } from "../durable-objects/audit-stream";
 
 const app = createApp();
 

@@ -11,6 +11,8 @@ import { readConfig } from "./shared/config";
 import { runAuditRetention } from "./services/audit-retention";
 import { notifyOfflineDevices } from "./services/web-push";
 import { prunePushRecords } from "./services/push";
+import { summariseApiAccess } from "./services/api-access-summary";
+import { auditStream } from "./hub/audit-stream";
 
 interface Step {
   name: string;
@@ -47,6 +49,11 @@ const SCHEDULED_STEPS: Step[] = [
   { name: "push records retention", run: (_env, db, now) => prunePushRecords(db, now) },
   // Unfinished rollouts whose row has not moved for a minute get a step from their orchestrator.
   { name: "rollouts", run: runRolloutMaintenance },
+  // One api_access audit event per user per finished hour, from the request log (docs/audit.md).
+  { name: "api_access summary", run: (env, _db, now) => summariseApiAccess(env.DB, now) },
+  // Last, so it covers the rows the steps above wrote: seals and publishes any audit row whose
+  // nudge was lost (docs/audit.md, "Publication").
+  { name: "audit stream", run: (env) => auditStream(env).nudge() },
 ];
 
 /**

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import type { LifecycleChange } from "../shared/device-lifecycle";
 
 // Timestamps are ISO 8601 UTC strings with a `Z`: they sort lexically, read well in SQL and
 // round-trip through JSON unchanged.
@@ -113,7 +114,7 @@ export const devices = sqliteTable("devices", {
   apiKeyHash: text("api_key_hash"),
   enrollmentMethod: text("enrollment_method").notNull().default("manual"),
   deviceSource: text("device_source", { enum: ["real", "simulated"] }).notNull().default("real"),
-  lifecycleState: text("lifecycle_state", { enum: ["active", "suspended", "retired"] }).notNull().default("active"),
+  lifecycleState: text("lifecycle_state", { enum: ["active", "suspended", "retired", "archived"] }).notNull().default("active"),
   heartbeatIntervalS: integer("heartbeat_interval_s").notNull().default(10),
   macAddress: text("mac_address"),
   hostname: text("hostname"),
@@ -241,6 +242,7 @@ export const jobExecutions = sqliteTable("job_executions", {
 }, (t) => [
   uniqueIndex("job_executions_uq").on(t.jobId, t.deviceId),
   index("job_executions_command_idx").on(t.commandId),
+  index("job_executions_device_idx").on(t.deviceId, t.createdAt),
 ]);
 
 // Where each device command lives. Commands are kept in their site's SiteHub, so a device's poll or
@@ -284,8 +286,12 @@ export const auditLogs = sqliteTable("audit_logs", {
   createdAt: createdAt(),
   // When the retention run wrote the event to an archive; null until then (docs/audit-retention.md).
   archivedAt: text("archived_at"),
+  /** The hash chain (src/shared/audit-chain.ts): null until the AuditStream object seals the row. */
+  prevHash: text("prev_hash"),
+  hash: text("hash"),
 }, (t) => [
   index("audit_logs_created_idx").on(t.createdAt),
+  index("audit_logs_site_id_idx").on(t.siteId, t.id),
   index("audit_logs_site_created_idx").on(t.siteId, t.createdAt),
   index("audit_logs_type_created_idx").on(t.eventType, t.createdAt),
   index("audit_logs_device_created_idx").on(t.deviceId, t.createdAt),
@@ -393,6 +399,8 @@ export const errorLogs = sqliteTable("error_logs", {
   index("error_logs_created_idx").on(t.createdAt),
   index("error_logs_fingerprint_idx").on(t.fingerprint, t.createdAt),
   index("error_logs_status_created_idx").on(t.resolutionStatus, t.createdAt),
+  // A device's errors (reports whose context names it), for its own history page.
+  index("error_logs_device_created_idx").on(sql`json_extract(${t.context}, '$.device_id')`, t.createdAt),
 ]);
 
 // Error reports per client (address and session) in fixed one-minute windows: the abuse guard of
@@ -649,3 +657,101 @@ export const aiExchanges = sqliteTable("ai_exchanges", {
   index("ai_exchanges_user_created").on(t.userId, t.createdAt),
   index("ai_exchanges_expires").on(t.expiresAt),
 ]);
+
+// Device twins (docs/twins.md): the durable record of each device's own desired document and of
+// the templates layered under it. Reported state and the effective document live in the site hub;
+// `in_sync` mirrors the hub's verdict so drift can be queried across sites.
+export const deviceTwins = sqliteTable("device_twins", {
+  deviceId: text("device_id").primaryKey(),
+  siteId: text("site_id").notNull(),
+  desired: text("desired").notNull().default("{}"),
+  version: integer("version").notNull().default(0),
+  inSync: integer("in_sync", { mode: "boolean" }).notNull().default(true),
+  updatedAt: updatedAt(),
+}, (t) => [
+  index("device_twins_site_sync_idx").on(t.siteId, t.inSync),
+]);
+
+/** A site's template (scope `site`, segment '') or a tenant's template for one device type (scope `tenant`). */
+export const twinTemplates = sqliteTable("twin_templates", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  scope: text("scope", { enum: ["site", "tenant"] }).notNull(),
+  scopeId: text("scope_id").notNull(),
+  segment: text("segment").notNull().default(""),
+  document: text("document").notNull(),
+  version: integer("version").notNull().default(1),
+  updatedBy: integer("updated_by"),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("twin_templates_scope_uq").on(t.scope, t.scopeId, t.segment),
+]);
+
+// Retire, transfer, re-enrol, archive and purge requests that came with an Idempotency-Key (unique
+// per user): the answer given, so a retry is answered the same without acting twice. A one-time
+// api_key is never stored here (docs/device-lifecycle.md).
+export const deviceLifecycleRequests = sqliteTable("device_lifecycle_requests", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  userId: integer("user_id").notNull(),
+  idempotencyKey: text("idempotency_key").notNull(),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  action: text("action").notNull(),
+  requestFingerprint: text("request_fingerprint").notNull(),
+  statusCode: integer("status_code").notNull(),
+  response: json("response").$type<LifecycleChange>().notNull(),
+  createdAt: createdAt(),
+}, (t) => [
+  uniqueIndex("device_lifecycle_requests_idem_uq").on(t.userId, t.idempotencyKey),
+  index("device_lifecycle_requests_device_idx").on(t.deviceId),
+]);
+// ---- audit alerts (docs/audit.md, "Alerts") ---------------------------------------------------
+
+// Alert rules over the audit trail, evaluated by the AuditStream Durable Object as events are
+// published. The webhook secret is sealed (src/shared/secret-box.ts), never stored in the clear.
+export const auditAlertRules = sqliteTable("audit_alert_rules", {
+  id: text("id").primaryKey(),
+  alertName: text("alert_name").notNull(),
+  eventTypes: json("event_types").$type<string[]>().notNull(),
+  threshold: integer("threshold").notNull(),
+  timeWindowS: integer("time_window_s").notNull(),
+  siteId: text("site_id"),
+  severities: json("severities").$type<string[] | null>(),
+  cooldownS: integer("cooldown_s").notNull(),
+  enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+  webhookUrl: text("webhook_url"),
+  webhookSecret: text("webhook_secret"),
+  email: text("email"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+});
+
+// Every try of every alert notification and integration forward: one row per try, the last one says
+// delivered or failed. `ruleId` is the alert rule's or the integration's id.
+export const auditAlertDeliveries = sqliteTable("audit_alert_deliveries", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  ruleId: text("rule_id").notNull(),
+  firingId: text("firing_id").notNull(),
+  channel: text("channel", { enum: ["webhook", "email", "syslog"] }).notNull(),
+  attempt: integer("attempt").notNull(),
+  outcome: text("outcome", { enum: ["delivered", "retrying", "failed"] }).notNull(),
+  httpStatus: integer("http_status"),
+  error: text("error"),
+  nextAttemptAt: text("next_attempt_at"),
+  createdAt: createdAt(),
+}, (t) => [
+  index("audit_alert_deliveries_rule_idx").on(t.ruleId, t.id),
+]);
+
+// Destinations that receive every audit event their filter lets through (docs/audit.md, "Integrations").
+export const auditIntegrations = sqliteTable("audit_integrations", {
+  id: text("id").primaryKey(),
+  type: text("type", { enum: ["syslog", "webhook"] }).notNull(),
+  destination: text("destination").notNull(),
+  format: text("format", { enum: ["rfc5424", "json"] }).notNull(),
+  severities: json("severities").$type<string[] | null>(),
+  categories: json("categories").$type<string[] | null>(),
+  webhookSecret: text("webhook_secret"),
+  createdBy: integer("created_by"),
+  createdAt: createdAt(),
+});

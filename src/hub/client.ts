@@ -10,9 +10,10 @@ import { ApiError } from "../lib/errors";
 import * as contract from "../shared/hub-contract";
 import { DEVICE_CHANNEL_HEADER, NOT_ADMITTED_HEADER } from "../shared/device-channel";
 import type {
-  AgentDevice, CommandReport, JobSpec, Outcome, PushInput, QueueInput, Revocation, Sample, SeriesRequest, Sighting, Subscriber,
+  AgentDevice, CommandReport, DeviceRelease, JobSpec, Outcome, PushInput, QueueInput, Revocation, Sample, SeriesRequest, Sighting, Subscriber,
 } from "../shared/hub-contract";
 import type { CommandStatus, DiagnosticComponent } from "../shared/vocabulary";
+import * as twin from "../shared/twin";
 
 /** A hub refusal as the API's error; Retry-After travels with a 429. */
 export function unwrap<T>(outcome: Outcome<T>): T {
@@ -72,6 +73,11 @@ export class SiteHubClient {
   /** A device left the site's live state (suspended, retired or deleted). */
   async forgetDevice(deviceId: string) {
     await this.stub.forgetDevice(this.siteId, deviceId);
+  }
+
+  /** The device leaves this site for good: open commands cancelled, live state dropped, and what `drop` names erased. */
+  async releaseDevice(deviceId: string, release: DeviceRelease) {
+    return parse(contract.ReleasedDeviceSchema, await this.stub.releaseDevice(this.siteId, deviceId, contract.DeviceReleaseSchema.parse(release)));
   }
 
   /** A device row of the site changed in D1 (registration, settings, DNA): the hub's roster re-reads it. */
@@ -245,6 +251,34 @@ export class SiteHubClient {
     const headers = new Headers({ [contract.SUBSCRIBER_HEADER]: JSON.stringify(subscriber) });
     if (upgrade) headers.set("Upgrade", upgrade);
     return this.stub.fetch(new Request(url, { headers }));
+  }
+
+  // ---- device twins (docs/twins.md) ---------------------------------------------------------------
+
+  /** The device's twin; undefined when the device is not on this site. */
+  async twin(deviceId: string) {
+    return parse(twin.TwinStateSchema.optional(), await this.stub.twin(this.siteId, deviceId));
+  }
+
+  /** An operator's merge patch, taken only at version `ifMatch` (412 otherwise); undefined for a device not here. */
+  async patchTwinDesired(deviceId: string, ifMatch: number, patch: twin.JsonObject) {
+    const reply = parse(contract.outcomeOf(twin.DesiredPatchResultSchema).optional(), await this.stub.patchTwinDesired(this.siteId, deviceId, ifMatch, patch));
+    return reply && unwrap(reply);
+  }
+
+  async patchTwinReported(deviceId: string, patch: twin.JsonObject) {
+    const schema = z.object({ twin: twin.TwinStateSchema, in_sync_changed: z.boolean() });
+    const reply = parse(contract.outcomeOf(schema).optional(), await this.stub.patchTwinReported(this.siteId, deviceId, patch));
+    return reply && unwrap(reply);
+  }
+
+  /** The site's whole template set and its devices: one call recomputes them all in the hub. */
+  async setTwinTemplates(templates: twin.TwinTemplateSet, devices: twin.TwinDeviceSeed[]) {
+    return parse(z.array(twin.TwinSyncChangeSchema), await this.stub.setTwinTemplates(this.siteId, templates, devices));
+  }
+
+  async twinDrift() {
+    return parse(z.array(twin.TwinDriftSchema), await this.stub.twinDrift(this.siteId));
   }
 }
 

@@ -4,9 +4,10 @@ import { createMiddleware } from "hono/factory";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "../env";
 import { ApiError, forbidden, unauthorized } from "../lib/errors";
-import { verifyAccessToken } from "../services/tokens";
+import { checkAccessToken } from "../services/tokens";
 import { findActiveUserById } from "../services/users";
-import { admitCredential, authenticateDevice, identifyDevice } from "../services/device-auth";
+import { DeviceKeyRejected, admitCredential, authenticateDevice, identifyDevice } from "../services/device-auth";
+import { recordUnauthorizedAccess } from "../services/security-events";
 import { clientAddressOf } from "../services/credential-throttle";
 import { recordAudit } from "../services/audit";
 
@@ -25,8 +26,11 @@ export function readAccessToken(authorization: string | undefined, cookie: strin
 export async function verifiedUserId(c: Context<AppEnv>): Promise<number> {
   const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
   if (!token) throw unauthorized("Not authenticated");
-  const claims = await verifyAccessToken(c.var.config, token);
-  if (!claims) throw unauthorized("Could not validate credentials");
+  const claims = await checkAccessToken(c.var.config, token);
+  if ("refused" in claims) {
+    if (claims.refused === "forged") await recordUnauthorizedAccess(c.env.DB, { reason: "forged_token", request: c.req.raw });
+    throw unauthorized("Could not validate credentials");
+  }
   return claims.userId;
 }
 
@@ -58,7 +62,11 @@ export const requireAdmin = createMiddleware<AppEnv>(async (c, next) => {
 export const requireDevice = createMiddleware<AppEnv>(async (c, next) => {
   const started = performance.now();
   const { device, usedBcrypt } = await authenticateDevice(
-    c.env, c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"), clientAddressOf(c.req.header("CF-Connecting-IP")));
+    c.env, c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"), clientAddressOf(c.req.header("CF-Connecting-IP")))
+    .catch(async (error: unknown) => {
+      await recordIfKeyRejected(c.env.DB, error, c.req.raw);
+      throw error;
+    });
   c.set("device", device);
   // Tells operators (and the benchmark) whether the key check hit the verified-key cache.
   c.header("Server-Timing", deviceAuthTiming(usedBcrypt, started));
@@ -81,8 +89,18 @@ export const identifyDeviceForHub = createMiddleware<AppEnv>(async (c, next) => 
     c.var.db, c.req.header("X-Device-ID"), c.req.header("X-API-Key"), clientAddressOf(c.req.header("CF-Connecting-IP")));
   c.set("deviceCredential", credential);
   await next();
-  if (c.error && isRefusedRequest(c.error)) await admitCredential(c.env, credential);
+  if (c.error && isRefusedRequest(c.error)) await admitCredential(c.env, credential).catch(async (error: unknown) => {
+    await recordIfKeyRejected(c.env.DB, error, c.req.raw);
+    throw error;
+  });
+  if (c.error) await recordIfKeyRejected(c.env.DB, c.error, c.req.raw);
 });
+
+async function recordIfKeyRejected(d1: D1Database, error: unknown, request: Request) {
+  if (error instanceof DeviceKeyRejected) {
+    await recordUnauthorizedAccess(d1, { reason: "device_key_rejected", request, deviceId: error.deviceId, siteId: error.siteId });
+  }
+}
 
 /** What the validators answer: unreadable (400), unsupported media type (415), invalid (422). */
 const isRefusedRequest = (error: Error) =>

@@ -22,6 +22,9 @@ import { auditExportRoutes } from "./audit/export";
 import { auditReportRoutes } from "./audit/reports";
 import { auditRetentionRoutes } from "./audit/retention";
 import { auditStatusRoutes } from "./audit/status";
+import { auditTrailRoutes } from "./audit/trail-routes";
+import { auditAlertRoutes } from "./audit/alert-routes";
+import { auditIntegrationRoutes } from "./audit/integration-routes";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 import { pushRoutes } from "./push/routes";
@@ -29,6 +32,8 @@ import { rolloutRoutes } from "./rollouts/routes";
 import { siteTimeZoneRoutes } from "./sites/time-zone";
 import { aiAssistantRoutes, aiV1Routes, legacyPredictRoutes } from "./ai/routes";
 import { dashboardRoutes } from "./dashboard/routes";
+import { agentTwinRoutes, deviceTwinRoutes, siteTwinRoutes, tenantTwinRoutes } from "./twins/routes";
+import { deviceLifecycleRoutes, deviceSiteSummaryRoutes } from "./devices/lifecycle";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -68,9 +73,13 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   // registry because the device's poll `/devices/pending` would otherwise be read as
   // `/devices/{device_id}`.
   { prefix: "/api/v1/devices/sites", router: siteDeviceRoutes, aliases: ["/sites"] },
+  // The caller's sites seen from the registry: before the registry, which would read `sites` as a device id.
+  { prefix: "/api/v1/devices/sites", router: deviceSiteSummaryRoutes() },
   { prefix: "/api/v1/devices", router: deviceCommandRoutes, aliases: ["/devices"] },
   { prefix: "/api/v1/devices", router: deviceRoutes, aliases: ["/devices"] },
   { prefix: "/api/v1/devices", router: deviceHealthRoutes, aliases: ["/devices"] },
+  // Registration with the site in the body, lifecycle (retire, transfer, re-enrol, delete) and histories (docs/device-lifecycle.md)
+  { prefix: "/api/v1/devices", router: deviceLifecycleRoutes() },
 
   // Calls devices make with X-Device-ID and X-API-Key
   { prefix: "/api/v1/agent", router: deviceCallRoutes, aliases: ["/agent"] },
@@ -106,6 +115,16 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/ai", router: aiAssistantRoutes() },
   { prefix: "/api/v1/ai", router: aiV1Routes() },
   { prefix: "/", router: legacyPredictRoutes() },
+
+  // Device twins: desired and reported state, templates and drift (docs/twins.md)
+  { prefix: "/api/v1/devices", router: deviceTwinRoutes() },
+  { prefix: "/api/v1/sites", router: siteTwinRoutes() },
+  { prefix: "/api/v1/tenants", router: tenantTwinRoutes() },
+  { prefix: "/api/v1/agent", router: agentTwinRoutes() },
+  // The live audit stream, hash-chain verification, alert rules and integrations (docs/audit.md)
+  { prefix: "/api/v1/audit", router: auditTrailRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditAlertRoutes, aliases: ["/audit"] },
+  { prefix: "/api/v1/audit", router: auditIntegrationRoutes, aliases: ["/audit"] },
 ];
 
 /**

@@ -22,6 +22,9 @@ export const AUDIT_EXPORT_FIELDS = [
   { name: "user_agent", value: (r: AuditRow) => r.userAgent },
   { name: "session_id", value: (r: AuditRow) => r.sessionId },
   { name: "event_metadata", value: (r: AuditRow) => (r.eventMetadata ?? {}) as Record<string, unknown> },
+  // The hash chain's links, so an auditor can verify an exported segment offline (docs/audit.md).
+  { name: "prev_hash", value: (r: AuditRow) => r.prevHash },
+  { name: "hash", value: (r: AuditRow) => r.hash },
 ] as const;
 
 /** The one field left out when the caller asks for no metadata. */

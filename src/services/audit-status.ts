@@ -1,6 +1,7 @@
 import { and, asc, desc, gte, isNotNull, lt, sql } from "drizzle-orm";
 import type { Db, Env } from "../env";
-import { auditArchives, auditLogs } from "../db/schema";
+import { auditAlertDeliveries, auditArchives, auditLogs } from "../db/schema";
+import { auditStream } from "../hub/audit-stream";
 import { DAY_MS, HOUR_MS } from "../shared/rollups";
 import type { Config } from "../shared/config";
 import {
@@ -39,6 +40,23 @@ export async function auditRetentionStatus(env: Env, db: Db, now: number) {
       oldest_day: archives?.oldest ?? null, newest_day: archives?.newest ?? null,
     },
   };
+}
+
+/**
+ * The live side of the trail: open stream subscribers (asked of the AuditStream object) and alert
+ * or integration notifications whose latest try left them waiting for a retry, or failed for good
+ * in the last day.
+ */
+export async function auditDeliveryStatus(env: Env, db: Db, now: number) {
+  const latestTry = sql`${auditAlertDeliveries.id} = (SELECT max(d.id) FROM audit_alert_deliveries d
+    WHERE d.rule_id = ${auditAlertDeliveries.ruleId} AND d.firing_id = ${auditAlertDeliveries.firingId} AND d.channel = ${auditAlertDeliveries.channel})`;
+  const [subscribers, pending, failed] = await Promise.all([
+    auditStream(env).subscriberCount(),
+    db.select({ n: count }).from(auditAlertDeliveries).where(and(sql`${auditAlertDeliveries.outcome} = 'retrying'`, latestTry)).get(),
+    db.select({ n: count }).from(auditAlertDeliveries)
+      .where(and(sql`${auditAlertDeliveries.outcome} = 'failed'`, gte(auditAlertDeliveries.createdAt, isoAgo(now, DAY_MS)))).get(),
+  ]);
+  return { stream: { subscribers }, deliveries: { pending_retry: pending?.n ?? 0, failed_last_day: failed?.n ?? 0 } };
 }
 
 /** Runs `query` and says how long it took, in milliseconds, as this request saw it. */

@@ -4,6 +4,7 @@ import { auditLogs } from "../db/schema";
 import { auditRow, type AuditInput } from "../shared/audit-row";
 import type { Severity } from "../shared/vocabulary";
 import { workerClock } from "../lib/clock";
+import { toAuditEventView, type AuditEventView } from "../shared/audit-view";
 
 /** Records one audit event; every feature goes through here so category and severity stay uniform. */
 export async function recordAudit(db: Db, input: AuditInput) {
@@ -24,26 +25,7 @@ const EVENT_FRAME_BYTES = 256;
 
 export const utf8Bytes = (text: string) => new TextEncoder().encode(text).byteLength;
 
-/** An audit event as the API shows it. */
-export const toAuditEventView = (r: AuditRow) => ({
-  id: r.id,
-  event_type: r.eventType,
-  category: r.category,
-  severity: r.severity,
-  description: r.description,
-  user_id: r.userId,
-  job_id: r.jobId,
-  device_id: r.deviceId,
-  site_id: r.siteId,
-  event_metadata: (r.eventMetadata ?? {}) as Record<string, unknown>,
-  ip_address: r.ipAddress,
-  user_agent: r.userAgent,
-  session_id: r.sessionId,
-  created_at: r.createdAt,
-  timestamp: r.createdAt,
-});
-
-export type AuditEventView = ReturnType<typeof toAuditEventView>;
+export { toAuditEventView, type AuditEventView } from "../shared/audit-view";
 
 export interface AuditQuery {
   limit: number;
@@ -52,7 +34,10 @@ export interface AuditQuery {
   eventType?: string;
   severity?: string;
   since?: string;
+  /** The row's user (who acted or whom the event is about). */
   userId?: number;
+  /** `user_id` inside the event's metadata, as the events page names it (`metadata.user_id`). */
+  metadataUserId?: number;
   /** undefined: every event (administrators); otherwise events of these sites and the user's own. */
   visibleTo?: { siteIds: string[]; userId: number };
 }
@@ -64,6 +49,7 @@ function auditFilters(query: AuditQuery): SQL | undefined {
   if (query.severity) filters.push(eq(auditLogs.severity, query.severity as Severity));
   if (query.since) filters.push(gte(auditLogs.createdAt, query.since));
   if (query.userId !== undefined) filters.push(eq(auditLogs.userId, query.userId));
+  if (query.metadataUserId !== undefined) filters.push(sql`json_extract(${auditLogs.eventMetadata}, '$.user_id') = ${query.metadataUserId}`);
   if (query.visibleTo) {
     const { siteIds, userId } = query.visibleTo;
     // The site ids are bound as one JSON parameter: D1 allows at most 100 per statement, and a

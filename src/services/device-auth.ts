@@ -18,9 +18,24 @@ export const DEVICE_AUTH_THROTTLED = "Too many failed device authentications; tr
 const timing = (desc: "bcrypt" | "throttled") => ({ "Server-Timing": `device-auth;desc="${desc}"` });
 const deviceUnauthorized = (headers: Record<string, string> = {}) => new ApiError(401, DEVICE_AUTH_FAILED, headers);
 
+/**
+ * The 401 of a device key that failed verification against the device's stored hash: the same
+ * answer as every other credential failure, but a distinct class so the auth middleware can record
+ * it as `unauthorized_access` (an unknown device id or malformed headers are not).
+ */
+export class DeviceKeyRejected extends ApiError {
+  constructor(readonly deviceId: string, readonly siteId: string, headers: Record<string, string>) {
+    super(401, DEVICE_AUTH_FAILED, headers);
+  }
+}
+
 const MAX_REMEMBERED = 50_000;
 
-/** Per isolate: which site a device belongs to. A device never changes site, so this never goes stale. */
+/**
+ * Per isolate: which site a device belongs to. A transfer or purge through another isolate makes an
+ * entry stale; the old site's hub then answers `unknown`, which drops the entry (`admitThroughHub`),
+ * so the device's next call is looked up afresh.
+ */
 const deviceSites = new Map<string, string>();
 
 /**
@@ -62,6 +77,12 @@ export async function rememberIssuedKey(deviceId: string, apiKey: string, bcrypt
 export function deviceCreated(deviceId: string, siteId: string) {
   unknownDevices.delete(deviceId);
   remember(deviceSites, deviceId, siteId);
+}
+
+/** A device this isolate just purged: nothing about it is remembered here any more. */
+export function deviceRemoved(deviceId: string) {
+  deviceSites.delete(deviceId);
+  issuedKeys.delete(deviceId);
 }
 
 async function siteOfDevice(db: Db, deviceId: string): Promise<string | undefined> {
@@ -119,12 +140,16 @@ export async function admitThroughHub<T>(
     if (!known) {
       usedBcrypt = true;
       const onRefused = (until: number) => refusedDevices.set(refusalKey(deviceId, client), until, Math.min(until, workerClock.now() + REFUSAL_MEMORY_MS));
-      if (!(await verifyThrottled(env, { ...throttling, onRefused }, () => verifySecret(apiKey, bcryptHash)))) throw deviceUnauthorized(timing("bcrypt"));
+      if (!(await verifyThrottled(env, { ...throttling, onRefused }, () => verifySecret(apiKey, bcryptHash)))) throw new DeviceKeyRejected(deviceId, siteId, timing("bcrypt"));
     }
     admission = await siteHub(env, siteId).confirmDeviceKey(deviceId, keyDigest, admission.bcryptHash);
   }
   if (admission.result === "inactive") throw forbidden(`Device is ${admission.state}`);
-  if (admission.result !== "ok") throw deviceUnauthorized();
+  if (admission.result !== "ok") {
+    // The device may have moved to another site (or been purged) through another isolate.
+    deviceSites.delete(deviceId);
+    throw deviceUnauthorized();
+  }
   const second = await call(credential.keyDigest);
   if (isNotAdmitted(second)) {
     if (second.notAdmitted.result === "inactive") throw forbidden(`Device is ${second.notAdmitted.state}`);

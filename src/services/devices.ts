@@ -13,6 +13,7 @@ import { deviceNameTaken, registerDevice, type DeviceRegistrationInput } from ".
 import { clientOfRequest, credentialReplaced, verifyThrottled } from "./credential-throttle";
 import { currentDate } from "../lib/clock";
 import { platformForOs, type VendorPlatformId } from "./vendor-push";
+import { isEditable, lifecycleStep, type LifecycleAction } from "../shared/device-lifecycle";
 
 export type DeviceRow = typeof devices.$inferSelect;
 
@@ -67,6 +68,7 @@ export interface DeviceUpdate {
 }
 
 export async function updateDevice(env: Env, db: Db, user: AuthUser, device: DeviceRow, update: DeviceUpdate, request?: Request) {
+  if (!isEditable(device.lifecycleState)) throw conflict(`Device is ${device.lifecycleState}; it cannot be changed`);
   const set = {
     name: update.name,
     deviceType: update.device_type,
@@ -84,8 +86,9 @@ export async function updateDevice(env: Env, db: Db, user: AuthUser, device: Dev
       userId: user.id, siteId: device.siteId, deviceId: device.deviceId, metadata: { changed: update }, request,
     })),
   ]);
-  // Presence reads the configured heartbeat interval from the hub's copy of the device.
-  if (update.heartbeat_interval_s !== undefined) await deviceChanged(env, device.siteId, device.deviceId);
+  // Presence reads the configured heartbeat interval from the hub's copy of the device; its twin, the
+  // device type (which tenant template applies).
+  if (update.heartbeat_interval_s !== undefined || update.device_type !== undefined) await deviceChanged(env, device.siteId, device.deviceId);
   else await deviceListChanged(env, device.siteId, device.deviceId);
   return row;
 }
@@ -93,6 +96,8 @@ export async function updateDevice(env: Env, db: Db, user: AuthUser, device: Dev
 /** Issues a new api_key; the old one stops working on the next call (the hash it matched is gone). */
 export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: DeviceRow, request?: Request) {
   if (device.deviceSource !== "real") throw badRequest("Simulated devices have no API key");
+  // A retired device gets a key back only by re-enrolment, which also starts a new epoch.
+  if (!isEditable(device.lifecycleState)) throw conflict(`Device is ${device.lifecycleState}; re-enrol it for a new key`);
   const apiKey = randomToken(32);
   const apiKeyHash = await hashSecret(apiKey);
   const rotatedAt = currentDate().toISOString();
@@ -109,9 +114,15 @@ export async function rotateDeviceKey(env: Env, db: Db, user: AuthUser, device: 
   return { apiKey, rotatedAt };
 }
 
+/** The state `action` leads to, or 409 when the device's state does not allow it (src/shared/device-lifecycle.ts). */
+export function assertLifecycleAllows(device: DeviceRow, action: LifecycleAction) {
+  const step = lifecycleStep(device.lifecycleState, action);
+  if (!step.allowed) throw conflict(step.reason);
+  return step.next;
+}
+
 export async function setLifecycle(env: Env, db: Db, user: AuthUser, device: DeviceRow, state: "active" | "suspended", request?: Request) {
-  if (device.lifecycleState === "retired") throw conflict("Device is retired");
-  if (device.lifecycleState === state) return device;
+  if (assertLifecycleAllows(device, state === "suspended" ? "suspend" : "resume") === device.lifecycleState) return device;
   const at = currentDate().toISOString();
   const [[row]] = await db.batch([
     db.update(devices).set({ lifecycleState: state, updatedAt: at }).where(eq(devices.deviceId, device.deviceId)).returning(),

@@ -45,6 +45,7 @@ export async function recordVersion(db: Db, version: string = SERVICE_VERSION, c
     eventMetadata: eventMetadata.as("event_metadata"), ipAddress: sql`null`.as("ip_address"), userAgent: sql`null`.as("user_agent"),
     sessionId: sql`null`.as("session_id"), createdAt: sql`strftime('%Y-%m-%dT%H:%M:%fZ','now')`.as("created_at"),
     archivedAt: sql`null`.as("archived_at"),
+    prevHash: sql`null`.as("prev_hash"), hash: sql`null`.as("hash"),
   });
   const [, , , inserted] = await db.batch([
     db.insert(auditLogs).select(db.select(selectAuditRow("system_shutdown", shutdown.category, shutdown.severity,

@@ -39,11 +39,20 @@ export function tokenTimeProblem(claims: TimeClaims, nowS: number, lifetimeS: nu
 }
 
 /**
- * Verifies signature (HS256 only — `alg: none` and every other algorithm are refused), expiry,
- * issuer, audience and the token's age (tokenTimeProblem). Returns undefined for any invalid
- * token; the caller answers 401.
+ * Why a presented token was refused: `forged` when it is not one this service signed (a bad
+ * signature, a refused algorithm such as `none`, or not a JWS at all), `invalid` when it is ours but
+ * no longer acceptable (expired, wrong issuer or audience, too old). Only a forged token is a
+ * security event; an expired one is ordinary.
  */
-export async function verifyAccessToken(config: AppConfig, token: string): Promise<{ userId: number } | undefined> {
+export type TokenRefusal = "forged" | "invalid";
+
+const FORGERY_CODES = new Set(["ERR_JWS_SIGNATURE_VERIFICATION_FAILED", "ERR_JOSE_ALG_NOT_ALLOWED", "ERR_JWS_INVALID", "ERR_JWT_INVALID", "ERR_JOSE_NOT_SUPPORTED"]);
+
+/**
+ * Verifies signature (HS256 only — `alg: none` and every other algorithm are refused), expiry,
+ * issuer, audience and the token's age (tokenTimeProblem), and says why a token is refused.
+ */
+export async function checkAccessToken(config: AppConfig, token: string): Promise<{ userId: number } | { refused: TokenRefusal }> {
   try {
     const { payload } = await jwtVerify(token, config.jwt.secret, {
       algorithms: [ALGORITHM],
@@ -52,10 +61,17 @@ export async function verifyAccessToken(config: AppConfig, token: string): Promi
       requiredClaims: ["exp", "iat", "sub"],
       currentDate: currentDate(),
     });
-    if (tokenTimeProblem(payload, Math.floor(workerClock.now() / 1000), config.jwt.lifetimeMinutes * 60)) return undefined;
+    if (tokenTimeProblem(payload, Math.floor(workerClock.now() / 1000), config.jwt.lifetimeMinutes * 60)) return { refused: "invalid" };
     const userId = Number(payload.sub);
-    return Number.isSafeInteger(userId) && userId > 0 ? { userId } : undefined;
-  } catch {
-    return undefined;
+    return Number.isSafeInteger(userId) && userId > 0 ? { userId } : { refused: "invalid" };
+  } catch (error) {
+    const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : "";
+    return { refused: FORGERY_CODES.has(code) ? "forged" : "invalid" };
   }
+}
+
+/** checkAccessToken without the reason: undefined for any refused token; the caller answers 401. */
+export async function verifyAccessToken(config: AppConfig, token: string): Promise<{ userId: number } | undefined> {
+  const checked = await checkAccessToken(config, token);
+  return "userId" in checked ? checked : undefined;
 }

@@ -46,11 +46,19 @@ export interface Vars {
   APNS_ENVIRONMENT?: string;
   PUSH_TEST_FCM_BASE_URL?: string;
   PUSH_TEST_APNS_BASE_URL?: string;
+  // Audit alerts (src/shared/audit-settings.ts, docs/audit.md)
+  ALERT_EMAIL_FROM?: string;
+  AUDIT_ALLOW_LOOPBACK_RECEIVERS?: string;
+  AUDIT_DELIVERY_RETRY_BASE_MS?: string;
 }
 
 /** What a site hub is given: the database and the variables (the Worker's Env adds its own bindings). */
 export interface HubBindings extends Vars {
   DB: D1Database;
+  /** The audit stream (docs/audit.md): a hub nudges it after its outbox wrote audit rows. */
+  AUDIT_STREAM?: DurableObjectNamespace;
+  /** Cloudflare's send_email binding, for alert e-mails (docs/audit.md). */
+  ALERT_EMAIL?: SendEmail;
 }
 
 /** When a telemetry sample is worth storing (see durable-objects/metrics.ts). */

@@ -8,6 +8,7 @@
 import { z } from "@hono/zod-openapi";
 import { CommandRecordSchema, StoreDecisionSchema } from "./hub-contract";
 import { LIVE_STATUSES } from "./vocabulary";
+import { TwinDeltaMessageSchema } from "./twin";
 
 // Control characters are never part of an identifier a device sends (they forge log lines).
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
@@ -81,6 +82,7 @@ const HelloSchema = z.object({
   site_id: z.string(),
   next_heartbeat_s: z.number().int().openapi({ description: "How often to send a heartbeat" }),
   server_time: z.string(),
+  desired_version: z.number().int().openapi({ description: "The device's effective twin version: fetch the twin when it differs from the one held" }),
 });
 
 const HeartbeatOkSchema = z.object({
@@ -89,6 +91,7 @@ const HeartbeatOkSchema = z.object({
   device_status: z.enum(LIVE_STATUSES),
   next_heartbeat_s: z.number().int(),
   server_time: z.string(),
+  desired_version: z.number().int().openapi({ description: "As in the HTTP heartbeat's answer" }),
 });
 
 const TelemetryOkSchema = z.object({
@@ -133,7 +136,7 @@ const ChannelErrorSchema = z.object({
 });
 
 export const HubChannelMessageSchema = z
-  .discriminatedUnion("type", [HelloSchema, HeartbeatOkSchema, TelemetryOkSchema, CommandMessageSchema, PushMessageSchema, AckOkSchema, ResultOkSchema, PongSchema, ChannelErrorSchema])
+  .discriminatedUnion("type", [HelloSchema, HeartbeatOkSchema, TelemetryOkSchema, CommandMessageSchema, PushMessageSchema, AckOkSchema, ResultOkSchema, PongSchema, ChannelErrorSchema, TwinDeltaMessageSchema])
   .openapi("HubChannelMessage", { description: "A message the hub sends to the device on its channel (JSON text)." });
 export type HubChannelMessage = z.infer<typeof HubChannelMessageSchema>;
 export type ChannelErrorCode = (typeof CHANNEL_ERROR_CODES)[number];

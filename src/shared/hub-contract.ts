@@ -5,6 +5,7 @@
  * route schemas reuse them for the API's bodies, so a shape is written once.
  */
 import { z } from "@hono/zod-openapi";
+import { LIFECYCLE_STATES } from "./device-lifecycle";
 import {
   AGENT_STATES, COMMAND_STATUSES, DIAGNOSTIC_COMPONENTS, JOB_STATUSES, LIVE_STATUSES, ROLES, SERIES_KINDS,
 } from "./vocabulary";
@@ -15,7 +16,7 @@ const json = z.record(z.string(), z.unknown());
 
 /** A hub method's refusal: the status and detail the API answers with. */
 export const HubErrorSchema = z.object({
-  status: z.union([z.literal(404), z.literal(409), z.literal(422), z.literal(429)]),
+  status: z.union([z.literal(404), z.literal(409), z.literal(422), z.literal(429), z.literal(412), z.literal(413)]),
   detail: z.string(),
   retryAfterS: z.number().int().positive().optional(),
 });
@@ -77,6 +78,8 @@ export const HeartbeatResultSchema = z.object({
   status: z.enum(LIVE_STATUSES),
   next_heartbeat_s: z.number().int(),
   server_time: z.string(),
+  /** The device's effective twin version: when it differs from the one the device holds, it fetches its twin. */
+  desired_version: z.number().int(),
 });
 export type HeartbeatResult = z.infer<typeof HeartbeatResultSchema>;
 export const HeartbeatReplySchema = z.union([HeartbeatResultSchema, RateLimitedSchema, NotAdmittedSchema]);
@@ -142,7 +145,7 @@ export const RosterDeviceSchema = z.object({
   ip_address: z.string().nullable(),
   device_source: z.enum(["real", "simulated"]),
   enrollment_method: z.string(),
-  lifecycle_state: z.enum(["active", "suspended", "retired"]),
+  lifecycle_state: z.enum(LIFECYCLE_STATES),
   last_seen: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
@@ -159,6 +162,8 @@ export const SiteHealthSchema = z.object({
   status_summary: z.string(),
   devices: z.array(SiteHealthDeviceSchema),
   last_updated: z.string(),
+  twin_in_sync_devices: z.number().int().openapi({ description: "Devices whose reported state matches their effective desired state" }),
+  twin_drifted_devices: z.number().int().openapi({ description: "Devices whose reported state differs from it (GET /api/v1/sites/{site_id}/drift lists them)" }),
 }).openapi("SiteHealth");
 export type SiteHealth = z.infer<typeof SiteHealthSchema>;
 
@@ -601,3 +606,17 @@ export const AiMetricValuesSchema = z.object({
   cpu: z.number().nullable().optional(), memory: z.number().nullable().optional(), disk: z.number().nullable().optional(),
   temperature: z.number().nullable().optional(), latency: z.number().nullable().optional(), error_rate: z.number().nullable().optional(),
 });
+// ---- device lifecycle -----------------------------------------------------------------------
+// A device that leaves a site for good (retired, archived, transferred away, purged): what the
+// hub drops besides its live state (presence, agent, cached credential, open commands).
+
+export const DeviceReleaseSchema = z.object({
+  reason: z.string(),
+  userId: z.number().int().nullable(),
+  /** `live`: only the live state; `history`: its metrics and agent history too; `everything`: its commands as well. */
+  drop: z.enum(["live", "history", "everything"]),
+});
+export type DeviceRelease = z.infer<typeof DeviceReleaseSchema>;
+
+export const ReleasedDeviceSchema = z.object({ cancelledCommands: z.array(z.string()) });
+export type ReleasedDevice = z.infer<typeof ReleasedDeviceSchema>;

@@ -54,6 +54,12 @@ const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
   device_key_rotated: { category: "device_management", severity: "warning" },
   device_suspended: { category: "device_management", severity: "warning" },
   device_resumed: { category: "device_management", severity: "info" },
+  // Device lifecycle beyond suspend/resume (docs/device-lifecycle.md)
+  device_retired: { category: "device_management", severity: "warning" },
+  device_transferred: { category: "device_management", severity: "warning" },
+  device_reenrolled: { category: "device_management", severity: "warning" },
+  device_archived: { category: "device_management", severity: "warning" },
+  device_purged: { category: "device_management", severity: "critical" },
   agent_push: { category: "device_management", severity: "info" },
   push_sent: { category: "device_management", severity: "info" },
   agent_update_failed: { category: "device_management", severity: "error" },

@@ -43,8 +43,8 @@ describe("architecture: the dependency rule and the type checker stay on", () =>
     expect(offending).toEqual([]);
   });
 
-  it("only src/hub/ talks to the SiteHub and CredentialGuard namespaces", () => {
-    const offending = worker.filter((file) => !file.startsWith(join("src", "hub")) && /(SITE_HUB|CREDENTIAL_GUARD)\.(get|idFromName)/.test(withoutProse(code(file))));
+  it("only src/hub/ talks to the SiteHub, CredentialGuard and AuditStream namespaces", () => {
+    const offending = worker.filter((file) => !file.startsWith(join("src", "hub")) && /(SITE_HUB|CREDENTIAL_GUARD|AUDIT_STREAM)\.(get|idFromName)/.test(withoutProse(code(file))));
     expect(offending.map((f) => relative(root, join(root, f)))).toEqual([]);
   });
 

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { call, createSite, eventually, signup, unique } from "./helpers";
+import { admin, call, createSite, eventually, fetchChecked, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice } from "./device-helpers";
 import { poll, queueCommand, type Device } from "./commands-helpers";
 
@@ -53,6 +53,22 @@ let caller: Device;
 let commandId: string;
 let jobId: string;
 let bootstrapKey: string;
+/** For the administrators' operations (audit alerts, integrations, verification, the audit stream). */
+let adminToken: string;
+let alertId: string;
+const ADMIN_ONLY = /^\/audit\/(alerts|integrations|test|verify|events\/stream)/;
+
+async function newAlert() {
+  const res = await call("/api/v1/audit/alerts", { method: "POST", token: adminToken, body: BODIES.AuditAlertRuleCreate!() });
+  expect(res.status, res.text).toBe(201);
+  return res.json.alert_id as string;
+}
+
+async function newIntegration() {
+  const res = await call("/api/v1/audit/integrations", { method: "POST", token: adminToken, body: BODIES.AuditIntegrationCreate!() });
+  expect(res.status, res.text).toBe(201);
+  return res.json.integration_id as string;
+}
 
 async function newJob() {
   const res = await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token, body: { action: "ping", target_device_ids: [target.device_id] } });
@@ -86,6 +102,10 @@ const BODIES: Record<string, () => unknown> = {
   Telemetry: () => ({ cpu_usage: 10, memory_usage: 20, disk_usage: 30 }),
   DeviceDna: () => ({ hostname: "till-1" }),
   CustomAuditEvent: () => ({ event_type: "transaction_processed" }),
+  AuditAlertRuleCreate: () => ({ alert_name: unique("Rule "), event_types: ["never_recorded"], threshold: 3, time_window: 60, notification: { webhook: "https://hooks.example.com/fleet" } }),
+  AuditAlertRulePatch: () => ({ threshold: 4 }),
+  // Critical business events only: nothing this test records is forwarded (the pool has no network).
+  AuditIntegrationCreate: () => ({ type: "syslog", destination: "tls://syslog.example.com:6514", filter: { severities: ["critical"], categories: ["business_events"] } }),
 };
 
 /**
@@ -106,6 +126,8 @@ async function paramsFor(method: string, template: string, op: Operation): Promi
     else if (name === "device_id") values[name] = device.device_id;
     else if (name === "command_id") values[name] = reads ? commandId : await deliveredCommand(deviceSide ? caller : target);
     else if (name === "job_id") values[name] = reads ? jobId : await newJob();
+    else if (name === "alert_id") values[name] = reads ? alertId : await newAlert();
+    else if (name === "integration_id") values[name] = await newIntegration();
     else throw new Error(`no value for path parameter ${name} of ${method.toUpperCase()} ${template}`);
   }
   return values;
@@ -145,6 +167,8 @@ describe("deprecated paths", () => {
     // A job moves from queued to sent on its own shortly after creation; reads must not race that.
     await eventually(async () => (await call(`/api/v1/jobs/${jobId}`, { token })).json.status === "sent");
     bootstrapKey = (await call(`/api/v1/sites/${siteId}/bootstrap-key`, { method: "POST", token })).json.bootstrap_key;
+    adminToken = (await admin()).token;
+    alertId = await newAlert();
   });
 
   it("each names a live, documented successor that answers the same", { timeout: 180_000 }, async () => {
@@ -162,12 +186,21 @@ describe("deprecated paths", () => {
       const values = await paramsFor(method, template, operation);
       const schema = operation.requestBody?.content?.["application/json"]?.schema?.$ref?.split("/").pop();
       if (schema && !BODIES[schema]) throw new Error(`no request body for schema ${schema} (${label})`);
-      const send = (path: string) => call(path, {
-        method: method.toUpperCase(),
-        token: auth === "user" ? token : undefined,
-        headers: auth === "device" ? deviceHeaders(caller.device_id, caller.api_key) : {},
-        body: schema ? BODIES[schema]!() : undefined,
-      });
+      const as = ADMIN_ONLY.test(template) ? adminToken : token;
+      // An event stream never ends: its status and headers are compared, its body is dropped.
+      const streams = template.endsWith("/events/stream");
+      const send = streams
+        ? async (path: string) => {
+          const res = await fetchChecked(new Request(`http://fleet.test${path}`, { headers: { Authorization: `Bearer ${as}` } }));
+          await res.body?.cancel();
+          return { status: res.status, headers: res.headers, json: {}, text: "{}" };
+        }
+        : (path: string) => call(path, {
+          method: method.toUpperCase(),
+          token: auth === "user" ? as : undefined,
+          headers: auth === "device" ? deviceHeaders(caller.device_id, caller.api_key) : {},
+          body: schema ? BODIES[schema]!() : undefined,
+        });
 
       const path = fill(template, values);
       const old = await send(path);
@@ -188,7 +221,8 @@ describe("deprecated paths", () => {
       }
       if (serving.operation.deprecated) problems.push(`${label}: successor ${successor} (${serving.template}) is itself deprecated`);
 
-      let fresh = await send(successor);
+      // A deletion consumes its object: the successor deletes a fresh one of its own.
+      let fresh = await send(method === "delete" ? fill(serving.template, await paramsFor(method, template, operation)) : successor);
       let oldText = old.text;
       if (method === "get") {
         // A read may see state move between the two calls (a bucket boundary, a hub write landing);

@@ -152,6 +152,7 @@ describe("OpenAPI document", () => {
         }
       }
     }
+  // Some 500 calls (every operation, two ids, two bodies): room for a loaded machine.
   }, 120_000);
 
   it("documents responses, parameters, errors and tags for every operation", () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { desc, eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, db } from "./helpers";
+import { call, createSite, db } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator } from "./device-helpers";
 import { hub, runAlarm } from "./agents-helpers";
 import { installClock, type ManualClock } from "./clock";
@@ -124,5 +124,29 @@ describe("the site roster behind site health and the site device list", () => {
     const due = await runInDurableObject(hub(siteId), (_hub, state) => state.storage.getAlarm());
     expect(due).not.toBeNull();
     expect(due!).toBeLessThanOrEqual(clock.now() + ROSTER_RESYNC_MS);
+  });
+  it("follows the device lifecycle: retire, re-enrol, transfer out and in, archive and purge", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const token = owner.token;
+    const target = await createSite(token);
+    const [a, b, c] = [await registerDevice(token, siteId), await registerDevice(token, siteId), await registerDevice(token, siteId)];
+    for (const d of [a, b, c]) expect((await heartbeat(d.device_id, d.api_key)).status).toBe(200);
+    await expectRosterMatches(siteId, token);
+    await expectRosterMatches(target, token);
+
+    const act = (path: string, method = "POST", body: Record<string, unknown> = {}) => call(path, { method, token, body: method === "DELETE" ? undefined : body });
+    expect((await act(`/api/v1/devices/${a.device_id}/retire`)).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).find((d) => d.device_id === a.device_id)?.lifecycle_state).toBe("retired");
+    expect((await act(`/api/v1/devices/${a.device_id}/reenrol`)).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).find((d) => d.device_id === a.device_id)?.lifecycle_state).toBe("active");
+
+    expect((await act(`/api/v1/devices/${b.device_id}/transfer`, "POST", { target_site_id: target, reason: "Moved" })).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).map((d) => d.device_id)).not.toContain(b.device_id);
+    expect((await expectRosterMatches(target, token)).map((d) => d.device_id)).toContain(b.device_id);
+
+    expect((await act(`/api/v1/devices/${c.device_id}?mode=archive&confirm=true`, "DELETE")).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).find((d) => d.device_id === c.device_id)?.lifecycle_state).toBe("archived");
+    expect((await act(`/api/v1/devices/${a.device_id}?mode=purge&confirm=true`, "DELETE")).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).map((d) => d.device_id)).not.toContain(a.device_id);
   });
 });

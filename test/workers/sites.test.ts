@@ -234,7 +234,7 @@ describe("site health", () => {
     expect(res.json).toEqual({
       site_id: siteId, total_devices: 0, healthy_devices: 0, offline_devices: 0, error_devices: 0,
       health_percentage: 0, status_summary: expect.any(String), devices: [],
-      last_updated: expect.stringMatching(/Z$/),
+      last_updated: expect.stringMatching(/Z$/), twin_in_sync_devices: 0, twin_drifted_devices: 0,
     });
   });
 

@@ -36,6 +36,8 @@ const AuditEvent = z
     session_id: z.string().nullable(),
     created_at: z.string(),
     timestamp: z.string().openapi({ description: "Same as created_at" }),
+    prev_hash: z.string().nullable().openapi({ description: "The hash of the previous event of the same chain (its site's, or the service-wide chain), or 64 zeros for a chain's first event; null until the event is sealed (seconds after it is recorded). See docs/audit.md" }),
+    hash: z.string().nullable().openapi({ description: "SHA-256 (hex) over `prev_hash` and the event's canonical form; null until sealed" }),
   })
   .openapi("AuditEvent");
 
@@ -46,7 +48,8 @@ const EventsQuery = z.object({
   event_type: lineText().max(64).optional(),
   severity: z.enum(SEVERITIES).optional(),
   since: z.string().max(16).optional().openapi({ description: "A duration back from now: 30m, 24h, 7d, 2w" }),
-  "metadata.user_id": z.coerce.number().int().positive().optional().openapi({ description: "Events of this user" }),
+  "metadata.user_id": z.coerce.number().int().positive().optional().openapi({ description: "Events whose metadata names this user (`event_metadata.user_id`)" }),
+  user_id: z.coerce.number().int().positive().optional().openapi({ description: "Events whose `user_id` is this user (who acted, or whom the event is about)" }),
 });
 
 const EventsPage = z
@@ -119,7 +122,7 @@ export function auditRoutes(mount: MountOptions) {
       const siteIds = await accessibleSiteIds(c.var.db, user);
       const page = await listAuditEvents(c.var.db, {
         limit: q.limit, offset: q.offset, category: q.category, eventType: q.event_type, severity: q.severity, since,
-        userId: q["metadata.user_id"],
+        userId: q.user_id, metadataUserId: q["metadata.user_id"],
         visibleTo: siteIds ? { siteIds, userId: user.id } : undefined,
       });
       return c.json({ events: page.events, total: page.total, limit: q.limit, offset: q.offset, truncated: page.truncated, next_offset: page.nextOffset }, 200);

@@ -3,7 +3,7 @@ import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
 import { currentDate, workerClock } from "../../lib/clock";
 import { auditStatistics } from "../../services/audit";
 import { runAuditRetention } from "../../services/audit-retention";
-import { auditBreakdowns, auditEffectiveConfig, auditPerformance, auditRetentionStatus } from "../../services/audit-status";
+import { auditBreakdowns, auditDeliveryStatus, auditEffectiveConfig, auditPerformance, auditRetentionStatus } from "../../services/audit-status";
 import { apiRequestCount, requestCountSourcesOf } from "../../services/request-counts";
 import { REPORT_TYPES } from "../../services/audit-reports";
 import type { MountOptions } from "../mount";
@@ -37,6 +37,13 @@ const Status = z
     archives: z.object({
       count: z.number().int(), events: z.number().int(), bytes: z.number().int(),
       oldest_day: z.string().nullable(), newest_day: z.string().nullable(),
+    }),
+    stream: z.object({
+      subscribers: z.number().int().openapi({ description: "Open `GET /audit/events/stream` connections" }),
+    }),
+    deliveries: z.object({
+      pending_retry: z.number().int().openapi({ description: "Alert and integration notifications whose latest try failed and that will be tried again" }),
+      failed_last_day: z.number().int().openapi({ description: "Notifications given up on (every try failed) in the last 24 hours" }),
     }),
     generated_at: z.string(),
   })
@@ -112,11 +119,15 @@ export function auditStatusRoutes(mount: MountOptions) {
   app.openapi(
     apiRoute({
       method: "get", path: "/status", auth: "admin", deprecated, tags: AUDIT_TAGS,
-      summary: "The audit trail's retention state (administrators)",
-      description: "The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.",
+      summary: "The audit trail's retention and delivery state (administrators)",
+      description: "The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written; the open live-stream subscribers, and alert and integration notifications waiting for a retry or given up on in the last day. Every figure is counted on this request.",
       responses: { 200: jsonResponse(Status, "Status") },
     }),
-    async (c) => c.json({ ...(await auditRetentionStatus(c.env, c.var.db, workerClock.now())), generated_at: currentDate().toISOString() }, 200),
+    async (c) => {
+      const now = workerClock.now();
+      const [retention, live] = await Promise.all([auditRetentionStatus(c.env, c.var.db, now), auditDeliveryStatus(c.env, c.var.db, now)]);
+      return c.json({ ...retention, ...live, generated_at: currentDate().toISOString() }, 200);
+    },
   );
 
   app.openapi(

@@ -60,7 +60,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Log in with e-mail and password",
-    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: " + THROTTLING_DESCRIPTION,
+    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: " + THROTTLING_DESCRIPTION,
     request: jsonBody(s.LoginBody),
     responses: { 200: jsonResponse(s.LoginResponse, "Logged in") },
     errors: [401, 429],
@@ -68,6 +68,7 @@ authRoutes.openapi(
   async (c) => {
     const { email, password } = c.req.valid("json");
     const db = c.var.db;
+    await recordAudit(db, { eventType: "login_attempt", description: `Login attempt for ${email.toLowerCase()}`, metadata: { email: email.toLowerCase(), method: "password" }, request: c.req.raw });
     const user = await verifyLogin(c.env, db, email, password, c.req.raw);
     const accessToken = await issueAccessToken(c.var.config, user);
     await recordAudit(db, { eventType: "login_success", description: `User ${user.email} logged in`, userId: user.id, metadata: { user_id: user.id }, request: c.req.raw });

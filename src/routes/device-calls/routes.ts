@@ -69,7 +69,7 @@ export function deviceCallRoutes(mount: MountOptions) {
         }));
       c.header("Server-Timing", deviceAuthTiming(usedBcrypt, started));
       if ("rateLimited" in result) throw tooManyRequests("Too many calls from this device", result.retryAfterS);
-      return c.json({ status: "ok" as const, device_id: credential.deviceId, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time }, 200);
+      return c.json({ status: "ok" as const, device_id: credential.deviceId, device_status: result.status, next_heartbeat_s: result.next_heartbeat_s, server_time: result.server_time, desired_version: result.desired_version }, 200);
     },
   );
 

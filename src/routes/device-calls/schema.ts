@@ -27,6 +27,7 @@ export const HeartbeatResponse = z
     device_status: z.string(),
     next_heartbeat_s: z.number().int(),
     server_time: z.string(),
+    desired_version: z.number().int().openapi({ description: "The version of the device's effective desired state (its twin); when it differs from the one the device last fetched, GET /api/v1/agent/twin" }),
   })
   .openapi("HeartbeatResponse");
 

@@ -96,10 +96,10 @@ export function deviceRoutes(mount: MountOptions) {
     apiRoute({
       method: "patch", path: "/{device_id}", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Update a device (operator)",
-      description: "Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`.",
+      description: "Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`. A retired or archived device is 409.",
       request: { params: s.DeviceParams, ...jsonBody(s.UpdateDeviceBody) },
       responses: { 200: jsonResponse(s.DeviceDetail, "Updated device") },
-      errors: [403, 404],
+      errors: [403, 404, 409],
     }),
     async (c) => {
       const { device } = grantedDevice(c);
@@ -112,10 +112,10 @@ export function deviceRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/{device_id}/rotate-key", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Rotate a device's API key (operator)",
-      description: "The new key is shown once; the old key is rejected from the next call on.",
+      description: "The new key is shown once; the old key is rejected from the next call on. A retired or archived device is 409 (re-enrol a retired one instead).",
       request: { params: s.DeviceParams },
       responses: { 200: jsonResponse(s.RotateKeyResponse, "New key") },
-      errors: [400, 403, 404],
+      errors: [400, 403, 404, 409],
     }),
     async (c) => {
       const { device_id } = c.req.valid("param");
@@ -131,8 +131,8 @@ export function deviceRoutes(mount: MountOptions) {
         method: "post", path: `/{device_id}/${action}`, auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
         summary: action === "suspend" ? "Suspend a device (operator)" : "Resume a suspended device (operator)",
         description: action === "suspend"
-          ? "A suspended device's calls answer 403 at once; its data stays. Idempotent."
-          : "The device may call in again with its existing key. Idempotent.",
+          ? "A suspended device's calls answer 403 at once; its data stays. Idempotent. A retired or archived device is 409."
+          : "The device may call in again with its existing key. Idempotent. A retired or archived device is 409.",
         request: { params: s.DeviceParams },
         responses: { 200: jsonResponse(s.DeviceDetail, "The device") },
         errors: [403, 404, 409],

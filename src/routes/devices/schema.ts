@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { lineText } from "../../lib/text";
 import { SiteIdSchema, SiteParams } from "../sites/schema";
 import type { DeviceRow } from "../../services/devices";
+import { LIFECYCLE_STATES } from "../../shared/device-lifecycle";
 
 export const DeviceIdSchema = z.string().min(1).max(128).regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/, "Letters, digits, '.', '_', ':' and '-' only");
 
@@ -43,7 +44,7 @@ export const DeviceListItem = z
     ip_address: z.string().nullable(),
     device_source: z.enum(["real", "simulated"]),
     enrollment_method: z.string(),
-    lifecycle_state: z.enum(["active", "suspended", "retired"]),
+    lifecycle_state: z.enum(LIFECYCLE_STATES).openapi({ description: "active; suspended (calls refused, data kept); retired (key revoked, kept for history); archived (read-only). docs/device-lifecycle.md" }),
     last_seen: z.string().nullable(),
     created_at: z.string(),
     updated_at: z.string(),

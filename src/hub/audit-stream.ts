@@ -1,0 +1,68 @@
+import type { Env } from "../env";
+import { AUDIT_STREAM_NAME, NudgeReplySchema, subscribeUrl, type AuditStreamFilter } from "../shared/audit-stream-contract";
+
+/**
+ * The Worker's only way into the AuditStream object (durable-objects/audit-stream.ts): one
+ * instance for the whole service, so every audit row is sealed and published by a single writer.
+ */
+export class AuditStreamClient {
+  private readonly stub;
+
+  constructor(env: Env) {
+    this.stub = env.AUDIT_STREAM.get(env.AUDIT_STREAM.idFromName(AUDIT_STREAM_NAME));
+  }
+
+  /** Seal and publish every audit row inserted so far. */
+  async nudge() {
+    return NudgeReplySchema.parse(await this.stub.nudge());
+  }
+
+  /** An SSE response of the events matching `filter`, resuming after `filter.since`. */
+  subscribe(filter: AuditStreamFilter): Promise<Response> {
+    return this.stub.fetch(subscribeUrl(filter), { headers: { Accept: "text/event-stream" } });
+  }
+
+  /** Alert rules changed in D1: the object re-reads them and drops notifications of deleted rules. */
+  async alertRulesChanged(): Promise<void> {
+    await this.stub.alertRulesChanged();
+  }
+
+  async subscriberCount(): Promise<number> {
+    return this.stub.subscriberCount();
+  }
+}
+
+export const auditStream = (env: Env) => new AuditStreamClient(env);
+
+/** Per isolate: the nudge in flight, and whether another was asked for while it ran. */
+const nudging = new WeakMap<Env, { running: Promise<void>; again: boolean }>();
+
+/**
+ * A nudge that never fails its caller: a lost one is made up by the next, or by the minute cron.
+ * Per isolate at most one is in flight; those asked for meanwhile become one more after it, which
+ * still starts after them, so none of their rows is missed.
+ */
+export function nudgeAuditStream(env: Env): Promise<void> {
+  const current = nudging.get(env);
+  if (current) {
+    current.again = true;
+    return current.running;
+  }
+  const state = { running: Promise.resolve(), again: false };
+  state.running = (async () => {
+    // Yield first, so that the map holds this state before the code below can remove it.
+    await undefined;
+    try {
+      do {
+        state.again = false;
+        await auditStream(env).nudge();
+      } while (state.again);
+    } catch (error) {
+      console.error("audit stream nudge failed; the cron will catch up", error);
+    } finally {
+      nudging.delete(env);
+    }
+  })();
+  nudging.set(env, state);
+  return state.running;
+}
