@@ -124,6 +124,9 @@ export const devices = sqliteTable("devices", {
   /** The device's vendor push token (`device_token` in its DNA) and the platform it is for: fcm or apns. */
   pushToken: text("push_token"),
   pushPlatform: text("push_platform", { enum: ["fcm", "apns"] }),
+  /** What the device's owner allows (all five permissions); null until the device first sets them. */
+  permissions: json("permissions").$type<Record<string, boolean>>(),
+  permissionsUpdatedAt: text("permissions_updated_at"),
   createdBy: integer("created_by"),
   caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),

@@ -25,6 +25,7 @@ import { auditStatusRoutes } from "./audit/status";
 import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 import { pushRoutes } from "./push/routes";
+import { devicePermissionRoutes } from "./devices/permissions";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -64,6 +65,8 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/devices", router: deviceCommandRoutes, aliases: ["/devices"] },
   { prefix: "/api/v1/devices", router: deviceRoutes, aliases: ["/devices"] },
   { prefix: "/api/v1/devices", router: deviceHealthRoutes, aliases: ["/devices"] },
+  // What each device's owner allows (docs/original-agents.md)
+  { prefix: "/api/v1/devices", router: devicePermissionRoutes() },
 
   // Calls devices make with X-Device-ID and X-API-Key
   { prefix: "/api/v1/agent", router: deviceCallRoutes, aliases: ["/agent"] },
