@@ -1,8 +1,19 @@
 import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { call, db, unique } from "./helpers";
+import { and } from "drizzle-orm";
+import { call, db, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice, siteWithOperator } from "./device-helpers";
+import { flushHub, hubSql, poll, queueCommand, report, runAlarm } from "./commands-helpers";
+
+type Device = { device_id: string; api_key: string };
+const permissionsPath = (deviceId: string) => `/api/v1/devices/device/${deviceId}/permissions`;
+const setPermissions = (d: Device, permissions: Record<string, boolean>, target = d.device_id) =>
+  call(permissionsPath(target), { method: "PATCH", headers: deviceHeaders(d.device_id, d.api_key), body: { permissions } });
+const reportDna = (d: Device, body: Record<string, unknown>) =>
+  call("/api/v1/agent/device-dna", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body });
+const permissionAudit = (deviceId: string) =>
+  db().select().from(schema.auditLogs).where(and(eq(schema.auditLogs.deviceId, deviceId), eq(schema.auditLogs.eventType, "permission_change"))).all();
 
 /** What the original service's agents read from enrolment, DNA and signup answers. */
 describe("envelopes the original agents parse", () => {
@@ -62,5 +73,107 @@ describe("envelopes the original agents parse", () => {
     }
     const bad = await call("/api/v1/auth/signup", { method: "POST", body: { email: `${unique("role")}@example.com`, password: "secret1", role: "root" } });
     expect(bad.status).toBe(422);
+  });
+});
+
+describe("device consent", () => {
+  it("the device reads and sets its own permissions within what its OS can do; another device is refused", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const phone = await registerDevice(owner.token, siteId);
+    const other = await registerDevice(owner.token, siteId);
+    await reportDna(phone, { os_details: "iOS 17.2" });
+
+    const read = await call(permissionsPath(phone.device_id), { headers: deviceHeaders(phone.device_id, phone.api_key) });
+    expect(read.status).toBe(200);
+    expect(read.json).toMatchObject({ status: "success", data: { device_id: phone.device_id, configured: false } });
+    expect(read.json.data.capabilities).toEqual({ root_access: false, command_execution: false, process_monitoring: false, filesystem_access: false, network_monitoring: true });
+
+    const beyond = await setPermissions(phone, { root_access: true });
+    expect(beyond.status).toBe(422);
+    expect(beyond.json.detail[0]).toMatchObject({ loc: ["body", "permissions", "root_access"], msg: expect.stringMatching(/not supported by this device's OS/) });
+    expect(await permissionAudit(phone.device_id)).toHaveLength(0);
+
+    const set = await setPermissions(phone, { network_monitoring: false });
+    expect(set.status).toBe(200);
+    expect(set.json.data).toMatchObject({ configured: true, permissions: { network_monitoring: false } });
+
+    expect((await call(permissionsPath(phone.device_id), { headers: deviceHeaders(other.device_id, other.api_key) })).status).toBe(403);
+    expect((await setPermissions(other, { network_monitoring: false }, phone.device_id)).status).toBe(403);
+    expect((await call(permissionsPath(phone.device_id))).status).toBe(401);
+    expect((await setPermissions(phone, { sudo: true } as Record<string, boolean>)).status).toBe(422);
+
+    const [audit] = await permissionAudit(phone.device_id);
+    expect(audit).toMatchObject({ siteId, userId: null });
+    expect(audit.eventMetadata).toMatchObject({ changed_by: "device", old_values: { network_monitoring: true }, new_values: { network_monitoring: false } });
+  });
+
+  it("an operator reads them with the viewer role and may only revoke", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    const viewer = await signup();
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
+    const outsider = await signup();
+
+    expect((await call(permissionsPath(d.device_id), { token: viewer.token })).status).toBe(200);
+    expect((await call(permissionsPath(d.device_id), { token: outsider.token })).status).toBe(404);
+    expect((await call(`/api/v1/devices/device/${d.device_id}/permissions/admin-override`, { method: "PATCH", token: viewer.token, body: { permissions: { root_access: false } } })).status).toBe(403);
+
+    await setPermissions(d, { root_access: false });
+    const grant = await call(`/api/v1/devices/device/${d.device_id}/permissions/admin-override`, { method: "PATCH", token: owner.token, body: { permissions: { root_access: true, command_execution: false } } });
+    expect(grant.status).toBe(403);
+    expect(grant.json).toMatchObject({ detail: expect.stringMatching(/Only the device owner can grant/), permissions: ["root_access"] });
+    // The same through the plain PATCH: a user's PATCH is a revocation or nothing.
+    expect((await call(permissionsPath(d.device_id), { method: "PATCH", token: owner.token, body: { permissions: { root_access: true } } })).status).toBe(403);
+    expect((await call(permissionsPath(d.device_id), { token: owner.token })).json.data.permissions.command_execution).toBe(true);
+
+    const revoke = await call(`/api/v1/devices/device/${d.device_id}/permissions/admin-override`, { method: "PATCH", token: owner.token, body: { permissions: { command_execution: false } } });
+    expect(revoke.status).toBe(200);
+    expect(revoke.json.data.permissions).toMatchObject({ command_execution: false, root_access: false, filesystem_access: true });
+    const audits = await permissionAudit(d.device_id);
+    expect(audits).toHaveLength(2);
+    expect(audits.find((a) => a.userId === owner.id)?.eventMetadata).toMatchObject({ changed_by: "operator", new_values: { command_execution: false } });
+  });
+
+  it("refuses a command the owner has not granted with required and missing permissions", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    await reportDna(d, { os_details: "Ubuntu 22.04" });
+    // Never set: not restricted beyond the OS.
+    expect((await queueCommand(owner.token, d.device_id, { command_type: "restart" })).status).toBe(201);
+
+    await setPermissions(d, { root_access: false, command_execution: true });
+    const refused = await queueCommand(owner.token, d.device_id, { command_type: "REBOOT" });
+    expect(refused.status).toBe(403);
+    expect(refused.json).toEqual({ detail: expect.stringMatching(/root_access/), required_permissions: ["root_access"], missing_permissions: ["root_access"] });
+    const asRoot = await queueCommand(owner.token, d.device_id, { command_type: "run_command", payload: { data: { command: "ls", run_as_root: true } } });
+    expect(asRoot.status).toBe(403);
+    expect(asRoot.json).toMatchObject({ required_permissions: ["root_access", "command_execution"], missing_permissions: ["root_access"] });
+    expect((await queueCommand(owner.token, d.device_id, { command_type: "run_command", payload: { command: "ls" } })).status).toBe(201);
+    expect((await queueCommand(owner.token, d.device_id, { command_type: "ping" })).status).toBe(201);
+    // Refused commands were never queued.
+    const listed = await call(`/api/v1/devices/${d.device_id}/commands`, { token: owner.token });
+    expect(listed.json.commands.map((c: { command_type: string }) => c.command_type).sort()).toEqual(["ping", "restart", "run_command"]);
+  });
+
+  it("a job skips a device whose owner refused, with the reason, and still completes", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const willing = await registerDevice(owner.token, siteId);
+    const unwilling = await registerDevice(owner.token, siteId);
+    await setPermissions(unwilling, { root_access: false });
+    const created = await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token: owner.token, body: { action: "restart", priority: "high" } });
+    expect(created.status).toBe(201);
+    const jobId = created.json.job_id;
+    await runAlarm(siteId);
+    const [command] = (await poll(willing)).json.commands;
+    expect(command.command_type).toBe("restart");
+    expect((await poll(unwilling)).json.commands).toEqual([]);
+    expect((await report(willing, command.command_id, { status: "completed" })).status).toBe(200);
+    await flushHub(siteId);
+    const job = (await call(`/api/v1/jobs/${jobId}`, { token: owner.token })).json;
+    expect(job.status).toBe("completed");
+    expect(job.counts).toEqual({ total: 2, succeeded: 1, failed: 0, cancelled: 0, pending: 0, skipped: 1 });
+    expect(job.executions.find((e: { device_id: string }) => e.device_id === unwilling.device_id))
+      .toMatchObject({ status: "skipped", command_id: null, error_message: expect.stringMatching(/has not granted.*root_access/) });
+    expect(await hubSql(siteId, "SELECT status FROM job_targets WHERE job_id = ? AND device_id = ?", jobId, unwilling.device_id)).toEqual([{ status: "skipped" }]);
   });
 });
