@@ -1,4 +1,6 @@
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import { requireUser } from "../../middleware/auth";
+import { requireUserOrDevice } from "../../middleware/user-or-device";
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import type { AppEnv } from "../../env";
 import { authorizeSite, deviceNotFound } from "../../services/access";
@@ -12,9 +14,28 @@ const TAGS = ["Device consent"];
 const MAPPING_NOTE = "docs/original-agents.md lists which permission each command type needs.";
 
 /**
- * The device named in the path, for the device itself (its own record only: another device's is
- * 403) or for a user with `minimum` on its site.
+ * Authenticates the device itself (its own record only: another device's is 403) or a user with
+ * `minimum` on the device's site, before the body is read; the handler finds the checked device in
+ * `checkedDevice`.
  */
+const deviceOrItsOperator = (minimum: Role, auth: "user-or-device" | "user"): MiddlewareHandler<AppEnv> => async (c, next) => {
+  const authenticate = auth === "user" ? requireUser : requireUserOrDevice;
+  await authenticate(c, async () => {
+    const parsed = s.DeviceParams.safeParse(c.req.param());
+    // An id the route's schema refuses is left to its validator (422).
+    if (parsed.success) checkedDevices.set(c.req.raw, await deviceForCaller(c, parsed.data.device_id, minimum));
+    await next();
+  });
+};
+
+const checkedDevices = new WeakMap<Request, DeviceRow>();
+
+function checkedDevice(c: Context<AppEnv>): DeviceRow {
+  const device = checkedDevices.get(c.req.raw);
+  if (!device) throw new Error(`${c.req.method} ${c.req.path}: no device was checked`);
+  return device;
+}
+
 async function deviceForCaller(c: Context<AppEnv>, deviceId: string, minimum: Role): Promise<DeviceRow> {
   if (c.var.device) ensureOwnDevice(c.var.device.deviceId, deviceId);
   const device = await findDevice(c.var.db, deviceId);
@@ -37,7 +58,7 @@ export function devicePermissionRoutes() {
 
   app.openapi(
     apiRoute({
-      method: "get", path: "/device/{device_id}/permissions", auth: "user-or-device", tags: TAGS,
+      method: "get", path: "/device/{device_id}/permissions", auth: "user-or-device", authenticate: deviceOrItsOperator("viewer", "user-or-device"), tags: TAGS,
       summary: "A device's permissions",
       description: "The device itself (X-Device-ID + X-API-Key; another device's are 403), or a user with the viewer role on its site. " +
         "`permissions` is what the device allows now, `capabilities` what its OS can allow. " + MAPPING_NOTE,
@@ -46,14 +67,14 @@ export function devicePermissionRoutes() {
       errors: [404],
     }),
     async (c) => {
-      const device = await deviceForCaller(c, c.req.valid("param").device_id, "viewer");
+      const device = checkedDevice(c);
       return c.json(answer(device, consentOf(device), "Permissions retrieved"), 200);
     },
   );
 
   app.openapi(
     apiRoute({
-      method: "patch", path: "/device/{device_id}/permissions", auth: "user-or-device", tags: TAGS,
+      method: "patch", path: "/device/{device_id}/permissions", auth: "user-or-device", authenticate: deviceOrItsOperator("operator", "user-or-device"), tags: TAGS,
       summary: "Set a device's permissions",
       description: "The device itself sets what its owner allows; only the permissions named change. Granting what its OS cannot do is 422; a device that is not active is 409. " +
         "A user (operator role on the device's site) may only revoke, as with `.../permissions/admin-override`: naming `true` is 403. " +
@@ -66,9 +87,8 @@ export function devicePermissionRoutes() {
       errors: [404, 409],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
       const { permissions } = c.req.valid("json");
-      const device = await deviceForCaller(c, device_id, "operator");
+      const device = checkedDevice(c);
       const consent = c.var.device
         ? await setPermissionsByDevice(c.var.db, device, permissions, c.req.raw)
         : await revokePermissionsByOperator(c.var.db, c.var.user!, device, permissions, c.req.raw);
@@ -78,7 +98,7 @@ export function devicePermissionRoutes() {
 
   app.openapi(
     apiRoute({
-      method: "patch", path: "/device/{device_id}/permissions/admin-override", auth: "user", tags: TAGS,
+      method: "patch", path: "/device/{device_id}/permissions/admin-override", auth: "user", authenticate: deviceOrItsOperator("operator", "user"), tags: TAGS,
       summary: "Revoke a device's permissions (operator)",
       description: "Operator role on the device's site. Only revocation: any permission named `true` is 403 with `permissions` listing them, and nothing changes; the grant is the device owner's to give. " +
         "Audited as `permission_change` with the operator. " + MAPPING_NOTE,
@@ -90,8 +110,7 @@ export function devicePermissionRoutes() {
       errors: [403, 404],
     }),
     async (c) => {
-      const { device_id } = c.req.valid("param");
-      const device = await deviceForCaller(c, device_id, "operator");
+      const device = checkedDevice(c);
       const consent = await revokePermissionsByOperator(c.var.db, c.var.user!, device, c.req.valid("json").permissions, c.req.raw);
       return c.json(answer(device, consent, "Permissions overridden by operator"), 200);
     },
