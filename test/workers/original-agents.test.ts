@@ -177,3 +177,20 @@ describe("device consent", () => {
     expect(await hubSql(siteId, "SELECT status FROM job_targets WHERE job_id = ? AND device_id = ?", jobId, unwilling.device_id)).toEqual([{ status: "skipped" }]);
   });
 });
+
+describe("device consent on the other ways a command reaches a device", () => {
+  it("an agent push and a restart of a real device are refused without the owner's grant", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    await setPermissions(d, { root_access: false, filesystem_access: false });
+    const restart = await call(`/api/v1/devices/${d.device_id}/restart`, { method: "POST", token: owner.token, body: {} });
+    expect(restart.status).toBe(403);
+    expect(restart.json).toMatchObject({ required_permissions: ["root_access"], missing_permissions: ["root_access"] });
+    const push = await call(`/api/v1/agents/${d.device_id}/push`, { method: "POST", token: owner.token, body: { action: "update_config", data: { config_url: "https://config.example.com/v2.json" } } });
+    expect(push.status).toBe(403);
+    expect(push.json).toMatchObject({ missing_permissions: ["filesystem_access"] });
+    // A notification needs nothing.
+    expect((await call(`/api/v1/agents/${d.device_id}/push`, { method: "POST", token: owner.token, body: { title: "Hello", body: "Till" } })).status).toBe(200);
+    expect((await poll(d)).json.commands.map((c: { command_type: string }) => c.command_type)).toEqual(["notify"]);
+  });
+});
