@@ -583,3 +583,25 @@ export const pushNotifierCursor = sqliteTable("push_notifier_cursor", {
   name: text("name").primaryKey(),
   lastId: integer("last_id").notNull(),
 });
+
+// What a device changed in its own configuration, as its agent reports it (docs/original-agents.md).
+export const deviceConfigHistory = sqliteTable("device_config_history", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  action: text("action").notNull(),
+  parameterName: text("parameter_name").notNull(),
+  oldValue: json("old_value"),
+  newValue: json("new_value"),
+  success: integer("success", { mode: "boolean" }).notNull(),
+  changeReason: text("change_reason"),
+  performanceBefore: json("performance_before"),
+  performanceAfter: json("performance_after"),
+  wasRolledBack: integer("was_rolled_back", { mode: "boolean" }).notNull().default(false),
+  rollbackReason: text("rollback_reason"),
+  rollbackSuccess: integer("rollback_success", { mode: "boolean" }),
+  rollbackPerformance: json("rollback_performance"),
+  rolledBackAt: text("rolled_back_at"),
+  changedAt: text("changed_at").notNull(),
+  createdAt: createdAt(),
+}, (t) => [index("device_config_history_device_idx").on(t.deviceId, t.changedAt)]);

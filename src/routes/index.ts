@@ -26,6 +26,7 @@ import { analyticsRoutes } from "./analytics/routes";
 import { metricsRoutes } from "./metrics/routes";
 import { pushRoutes } from "./push/routes";
 import { devicePermissionRoutes } from "./devices/permissions";
+import { deviceConfigHistoryRoutes, devicePushPollRoutes, deviceReportRoutes } from "./device-calls/reports";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -67,9 +68,12 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/devices", router: deviceHealthRoutes, aliases: ["/devices"] },
   // What each device's owner allows (docs/original-agents.md)
   { prefix: "/api/v1/devices", router: devicePermissionRoutes() },
+  { prefix: "/api/v1/devices", router: deviceConfigHistoryRoutes() },
 
   // Calls devices make with X-Device-ID and X-API-Key
   { prefix: "/api/v1/agent", router: deviceCallRoutes, aliases: ["/agent"] },
+  // The original agents' logs, audit events and configuration history (docs/original-agents.md)
+  { prefix: "/api/v1/agent", router: deviceReportRoutes() },
   { prefix: "/api/v1/analytics", router: deviceMetricsRoutes() },
 
   // Analytics: what browsers, operators and devices report, and the metrics queried from it
@@ -92,6 +96,8 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/audit", router: auditStatusRoutes, aliases: ["/audit"] },
 
   // Notifications to devices
+  // Before the push routes, whose `/{push_id}` would read `/pending` as an id
+  { prefix: "/api/v1/push", router: devicePushPollRoutes() },
   { prefix: "/api/v1/push", router: pushRoutes() },
 ];
 

@@ -194,3 +194,105 @@ describe("device consent on the other ways a command reaches a device", () => {
     expect((await poll(d)).json.commands.map((c: { command_type: string }) => c.command_type)).toEqual(["notify"]);
   });
 });
+
+describe("what the original agents report about themselves", () => {
+  it("log lines go to the error log with device and site; a device reads only its own, newest first", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    const other = await registerDevice(owner.token, siteId);
+    const post = (device: Device, body: Record<string, unknown>) => call("/api/v1/agent/logs", { method: "POST", headers: deviceHeaders(device.device_id, device.api_key), body });
+    expect((await post(d, { device_id: d.device_id, message: "printer out of paper", level: "warn", category: "peripheral", context: { tray: 1 } })).status).toBe(200);
+    expect((await post(d, { message: "sale failed", level: "critical" })).status).toBe(200);
+    expect((await post(other, { message: "other till" })).status).toBe(200);
+    expect((await post(d, { device_id: other.device_id, message: "forged" })).status).toBe(403);
+    expect((await post(d, { message: "x".repeat(4001) })).status).toBe(422);
+
+    const stored = await db().select().from(schema.errorLogs).where(eq(schema.errorLogs.errorMessage, "printer out of paper")).all();
+    expect(stored.find((r) => (r.context as Record<string, unknown>).device_id === d.device_id)).toMatchObject({
+      category: "device", severity: "warning", context: { device_id: d.device_id, site_id: siteId, device_category: "peripheral", tray: 1 },
+    });
+
+    const read = await call(`/api/v1/agent/${d.device_id}/logs`, { headers: deviceHeaders(d.device_id, d.api_key) });
+    expect(read.status).toBe(200);
+    expect(read.json.data.map((l: { error_message: string }) => l.error_message)).toEqual(["sale failed", "printer out of paper"]);
+    expect(read.json.data[1]).toMatchObject({ category: "peripheral", severity: "warning", resolved: false });
+    expect((await call(`/api/v1/agent/${d.device_id}/logs`, { headers: deviceHeaders(other.device_id, other.api_key) })).status).toBe(403);
+    expect((await call(`/api/v1/agent/${d.device_id}/logs`)).status).toBe(401);
+  });
+
+  it("a device records device-side audit events only", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    const post = (body: Record<string, unknown>) => call("/api/v1/agent/audit", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body });
+    const stored = await post({ device_id: d.device_id, event_type: "peripheral_connected", description: "Scanner attached", metadata: { model: "DS2208" } });
+    expect(stored.status).toBe(200);
+    const row = await db().select().from(schema.auditLogs).where(eq(schema.auditLogs.id, stored.json.data.id)).get();
+    expect(row).toMatchObject({ eventType: "peripheral_connected", deviceId: d.device_id, siteId, userId: null, eventMetadata: { model: "DS2208", reported_by: "device" } });
+    for (const forged of ["permission_change", "login_success", "command_completed", "admin_action"]) {
+      expect((await post({ event_type: forged, description: "forged" })).status).toBe(422);
+    }
+  });
+
+  it("configuration history: the device reports, an operator with a role on the site reads it", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    const change = {
+      device_id: d.device_id, action: "update", parameter_name: "payment.gateway_timeout_ms", old_value: 3000, new_value: 5000, success: true,
+      change_reason: "timeouts at peak", performance_before: { error_rate: 0.04 }, performance_after: { error_rate: 0.01 },
+      was_rolled_back: false, timestamp: "2026-11-20T10:00:00Z",
+    };
+    const stored = await call("/api/v1/agent/config-history", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body: change });
+    expect(stored.status).toBe(200);
+    expect(stored.json).toMatchObject({ status: "success", data: { parameter_name: "payment.gateway_timeout_ms", new_value: 5000, timestamp: "2026-11-20T10:00:00.000Z" } });
+    const rolledBack = await call("/api/v1/agent/config-history", {
+      method: "POST", headers: deviceHeaders(d.device_id, d.api_key),
+      body: { action: "rollback", parameter_name: "payment.gateway_timeout_ms", old_value: 5000, new_value: 3000, was_rolled_back: true, rollback_reason: "printer stalls", rollback_success: true, timestamp: "2026-11-20T11:00:00Z" },
+    });
+    expect(rolledBack.status).toBe(200);
+    expect((await call("/api/v1/agent/config-history", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body: { ...change, timestamp: "yesterday" } })).status).toBe(422);
+
+    const page = await call(`/api/v1/devices/${d.device_id}/config-history`, { token: owner.token });
+    expect(page.status).toBe(200);
+    expect(page.json).toMatchObject({ device_id: d.device_id, total: 2 });
+    expect(page.json.changes.map((c: { action: string }) => c.action)).toEqual(["rollback", "update"]);
+    expect(page.json.changes[0]).toMatchObject({ was_rolled_back: true, rollback_reason: "printer stalls", rollback_success: true });
+    const outsider = await signup();
+    expect((await call(`/api/v1/devices/${d.device_id}/config-history`, { token: outsider.token })).status).toBe(404);
+  });
+
+  it("push pending and ack serve the same delivery records as push send; another device's push is refused", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    const other = await registerDevice(owner.token, siteId);
+    const sent = await call("/api/v1/push/send", { method: "POST", token: owner.token, body: { device_id: d.device_id, title: "Price update", body: "New prices", priority: "normal" } });
+    expect(sent.status, sent.text).toBe(201);
+    const [target] = sent.json.results;
+
+    const pending = await call("/api/v1/push/pending", { headers: deviceHeaders(d.device_id, d.api_key) });
+    expect(pending.status).toBe(200);
+    expect(pending.json).toEqual({ device_id: d.device_id, pushes: [expect.objectContaining({ message_id: target.command_id, status: "sent", payload: expect.objectContaining({ title: "Price update" }) })] });
+    expect((await call("/api/v1/push/pending", { headers: deviceHeaders(other.device_id, other.api_key) })).json.pushes).toEqual([]);
+
+    const forged = await call("/api/v1/push/ack", { method: "POST", headers: deviceHeaders(other.device_id, other.api_key), body: { message_id: target.command_id, status: "delivered" } });
+    expect(forged.status).toBe(404);
+    const acked = await call("/api/v1/push/ack", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body: { message_id: target.command_id, device_id: d.device_id, status: "delivered" } });
+    expect(acked.status).toBe(200);
+    expect(acked.json).toEqual({ status: "acknowledged", message_id: target.command_id, delivery: "completed" });
+    expect((await call("/api/v1/push/pending", { headers: deviceHeaders(d.device_id, d.api_key) })).json.pushes).toEqual([]);
+    const read = await call(`/api/v1/push/${sent.json.push_id}`, { token: owner.token });
+    expect(read.json.results[0]).toMatchObject({ status: "delivered", command_status: "completed" });
+    expect((await call("/api/v1/push/ack", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body: { message_id: target.command_id, status: "failed" } })).status).toBe(409);
+  });
+
+  it("rate-limits these calls per device with 429 and Retry-After", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const looping = await registerDevice(owner.token, siteId);
+    let limited: Awaited<ReturnType<typeof call>> | undefined;
+    for (let i = 0; i < 80 && !limited; i++) {
+      const res = await call("/api/v1/push/pending", { headers: deviceHeaders(looping.device_id, looping.api_key) });
+      if (res.status === 429) limited = res;
+    }
+    expect(limited).toBeDefined();
+    expect(Number(limited!.headers.get("Retry-After"))).toBeGreaterThanOrEqual(1);
+  });
+});
