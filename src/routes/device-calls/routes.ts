@@ -45,12 +45,13 @@ export function deviceCallRoutes(mount: MountOptions) {
     async (c) => {
       const credential = c.var.deviceCredential!;
       const body = c.req.valid("json");
+      const reported = body.status?.toLowerCase();
       await refuseForeignDevice(c.env, credential, [body.device_id]);
       const started = performance.now();
       const { value: result, usedBcrypt } = await admitThroughHub(c.env, credential, async (keyDigest) =>
         await siteHub(c.env, credential.siteId).heartbeat(keyDigest, {
           deviceId: credential.deviceId,
-          reportedStatus: body.status === "error" || body.status === "unhealthy" ? "error" : undefined,
+          reportedStatus: reported === "error" || reported === "unhealthy" ? "error" : undefined,
           intervalS: body.heartbeat_interval_s,
           bootId: body.boot_id,
           uptimeS: body.uptime_seconds,

@@ -12,7 +12,8 @@ const DeviceEcho = {
 export const HeartbeatBody = z
   .object({
     ...DeviceEcho,
-    status: z.enum(["online", "healthy", "error", "unhealthy"]).optional().openapi({ description: "What the device says of itself; error/unhealthy marks it in error" }),
+    status: z.string().regex(/^(online|healthy|error|unhealthy)$/i, "online, healthy, error or unhealthy (any letter case)").optional()
+      .openapi({ description: "What the device says of itself, in any letter case (the original agents send `ONLINE`); error/unhealthy marks it in error" }),
     uptime_seconds: z.number().int().min(0).optional(),
     boot_id: lineText().max(128).optional().openapi({ description: "Changes when the device reboots" }),
     heartbeat_interval_s: z.number().int().min(1).max(3600).optional().openapi({ description: "The device's own interval; offline after 3 missed (clamped 30 s–10 min)" }),
