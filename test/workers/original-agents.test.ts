@@ -64,6 +64,15 @@ describe("envelopes the original agents parse", () => {
     expect(row).toMatchObject({ pushToken: "fcm-token-abc", pushPlatform: "fcm", dna: { device_source: "emulator" } });
   });
 
+  it("a heartbeat takes the original agent's status in capitals", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const d = await registerDevice(owner.token, siteId);
+    const beat = await call("/api/v1/agent/heartbeat", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body: { device_id: d.device_id, timestamp: new Date().toISOString(), status: "ONLINE", site_id: siteId } });
+    expect(beat.status).toBe(200);
+    expect(beat.json.device_status).toBe("online");
+    expect((await call("/api/v1/agent/heartbeat", { method: "POST", headers: deviceHeaders(d.device_id, d.api_key), body: { status: "SLEEPING" } })).status).toBe(422);
+  });
+
   it("signup takes role in any letter case and never grants administrator rights", async () => {
     for (const role of ["admin", "Admin", "ADMIN", "client", "Client"]) {
       const res = await call("/api/v1/auth/signup", { method: "POST", body: { email: `${unique("role")}@example.com`, password: "secret1", role } });
