@@ -389,6 +389,8 @@ export const errorLogs = sqliteTable("error_logs", {
   index("error_logs_created_idx").on(t.createdAt),
   index("error_logs_fingerprint_idx").on(t.fingerprint, t.createdAt),
   index("error_logs_status_created_idx").on(t.resolutionStatus, t.createdAt),
+  // A device's own log lines, by the device id in their context.
+  index("error_logs_device_idx").on(sql`json_extract(${t.context}, '$.device_id')`, t.createdAt),
 ]);
 
 // Error reports per client (address and session) in fixed one-minute windows: the abuse guard of
