@@ -259,7 +259,7 @@ export async function provisionDevice(db: Db, user: AuthUser, input: { site_id: 
 }
 
 /** The registration with the creation time the database gave the device row (answered to the original's agents). */
-async function withCreationTime<T extends { deviceId: string }>(db: Db, registered: T): Promise<T & { createdAt: string }> {
+export async function withCreationTime<T extends { deviceId: string }>(db: Db, registered: T): Promise<T & { createdAt: string }> {
   const row = await db.select({ createdAt: devices.createdAt }).from(devices).where(eq(devices.deviceId, registered.deviceId)).get();
   return { ...registered, createdAt: row?.createdAt ?? currentDate().toISOString() };
 }

@@ -37,6 +37,20 @@ describe("envelopes the original agents parse", () => {
     expect(dna.status).toBe(200);
   });
 
+  it("a claim answers the same envelope and takes the original's expected_device_identity", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const intent = await call(`/api/v1/sites/${siteId}/enrolment-intents`, { method: "POST", token: owner.token, body: { expected_device_identity: "SN-77" } });
+    expect(intent.status).toBe(201);
+    expect((await call(`/api/v1/sites/${siteId}/enrolment-intents/${intent.json.intent_id}`, { method: "PUT", token: owner.token, body: { status: "approved" } })).status).toBe(200);
+    const claimed = await call(`/api/v1/enrolment-intents/${intent.json.intent_id}/claim`, {
+      method: "POST", body: { claim_token: intent.json.claim_token, device_name: "Till 9", expected_device_identity: "SN-77" },
+    });
+    expect(claimed.status, claimed.text).toBe(201);
+    const { device_id, api_key, epoch_id } = claimed.json;
+    expect(claimed.json).toMatchObject({ status: "success", message: "Device claimed successfully", site_id: siteId });
+    expect(claimed.json.data).toEqual({ device_id, api_key, site_id: siteId, epoch_id, created_at: expect.any(String) });
+  });
+
   it("device-dna takes the original's fields and answers its envelope", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);

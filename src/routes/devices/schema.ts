@@ -111,9 +111,9 @@ export const ProvisionResponse = z
   .openapi("ProvisionResponse", { description: "The new device's credentials, flat and again under `data` (the original service's envelope); the api_key is shown only here" });
 
 /** A provisioning answer in both forms: the fields flat, and the original service's envelope. */
-export const provisionAnswer = (r: { deviceId: string; apiKey: string; epochId: string }, siteId: string, createdAt: string) => {
+export const provisionAnswer = (r: { deviceId: string; apiKey: string; epochId: string }, siteId: string, createdAt: string, message = "Device provisioned successfully") => {
   const fields = { device_id: r.deviceId, api_key: r.apiKey, site_id: siteId, epoch_id: r.epochId };
-  return { ...fields, status: "success" as const, message: "Device provisioned successfully", data: { ...fields, created_at: createdAt } };
+  return { ...fields, status: "success" as const, message, data: { ...fields, created_at: createdAt } };
 };
 
 export const toDeviceListItem = (d: DeviceRow) => ({
