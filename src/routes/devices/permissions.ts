@@ -6,12 +6,13 @@ import type { AppEnv } from "../../env";
 import { authorizeSite, deviceNotFound } from "../../services/access";
 import { findDevice, ensureOwnDevice, type DeviceRow } from "../../services/devices";
 import { consentOf, revokePermissionsByOperator, setPermissionsByDevice } from "../../services/consent";
+import { admitDeviceCall } from "../../services/device-reports";
 import type { Role } from "../../shared/vocabulary";
 import * as s from "./permissions-schema";
 
 const TAGS = ["Device consent"];
 
-const MAPPING_NOTE = "docs/original-agents.md lists which permission each command type needs.";
+const MAPPING_NOTE = "docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).";
 
 /**
  * Authenticates the device itself (its own record only: another device's is 403) or a user with
@@ -24,6 +25,7 @@ const deviceOrItsOperator = (minimum: Role, auth: "user-or-device" | "user"): Mi
     const parsed = s.DeviceParams.safeParse(c.req.param());
     // An id the route's schema refuses is left to its validator (422).
     if (parsed.success) checkedDevices.set(c.req.raw, await deviceForCaller(c, parsed.data.device_id, minimum));
+    if (c.var.device) await admitDeviceCall(c.env, c.var.device);
     await next();
   });
 };
@@ -64,7 +66,7 @@ export function devicePermissionRoutes() {
         "`permissions` is what the device allows now, `capabilities` what its OS can allow. " + MAPPING_NOTE,
       request: { params: s.DeviceParams },
       responses: { 200: jsonResponse(s.PermissionsResponse, "The device's permissions") },
-      errors: [404],
+      errors: [404, 429],
     }),
     async (c) => {
       const device = checkedDevice(c);
@@ -84,7 +86,7 @@ export function devicePermissionRoutes() {
         200: jsonResponse(s.PermissionsResponse, "The device's permissions now"),
         403: jsonResponse(s.ConsentRefusalSchema, "Another device's permissions, a user's role too low, or a user trying to grant (`permissions` names what)"),
       },
-      errors: [404, 409],
+      errors: [404, 409, 429],
     }),
     async (c) => {
       const { permissions } = c.req.valid("json");
