@@ -5,10 +5,13 @@ import type { CommandQueue, CommandRow } from "./commands";
 import type { D1Outbox } from "./outbox";
 import type { JobSpec } from "../src/shared/hub-contract";
 import {
-  MAX_COMMAND_TTL_S, countTargets, isOpenCommandStatus, type JobCounts, type JobStatus,
+  MAX_COMMAND_TTL_S, SKIPPED_TARGET_STATUS, countTargets, isOpenCommandStatus, type JobCounts, type JobStatus,
 } from "../src/shared/vocabulary";
 import { iso } from "../src/shared/time";
 import { specFromRow } from "../src/shared/job-spec";
+import {
+  capabilitiesFor, consentRefusal, effectivePermissions, missingPermissions, requiredPermissions, type Permission, type PermissionSet,
+} from "../src/shared/consent";
 
 /**
  * Jobs in the site's hub: `queued → sent → completed | failed | cancelled |
@@ -86,7 +89,18 @@ export interface JobHost {
   emit(type: string, data: unknown): void;
 }
 
-type SiteDevice = { device_id: string; device_type: string; device_source: string; lifecycle_state: string };
+type SiteDevice = {
+  device_id: string; device_type: string; device_source: string; lifecycle_state: string;
+  os_type: string | null; os_details: string | null; permissions: string | null;
+};
+
+/** The permissions a job's command needs that this device's owner has not granted (simulated devices have no owner to ask). */
+function refusedPermissions(device: SiteDevice, required: readonly Permission[]): Permission[] {
+  if (device.device_source === "simulated" || !required.length) return [];
+  const capabilities = capabilitiesFor([device.os_type, device.os_details].filter(Boolean).join(" "));
+  const stored = device.permissions === null ? null : JSON.parse(device.permissions) as Partial<PermissionSet>;
+  return missingPermissions(required, effectivePermissions(stored, capabilities));
+}
 
 
 /** The command a job's action becomes: REBOOT → restart and so on; free text becomes an identifier. */
@@ -185,7 +199,7 @@ export class JobRunner {
     this.starting.add(jobId);
     try {
       const { results } = await this.host.d1().prepare(
-        "SELECT device_id, device_type, device_source, lifecycle_state FROM devices WHERE site_id = ? ORDER BY created_at, id",
+        "SELECT device_id, device_type, device_source, lifecycle_state, os_type, os_details, permissions FROM devices WHERE site_id = ? ORDER BY created_at, id",
       ).bind(this.host.siteId()).all<SiteDevice>();
       const run = this.run(jobId);
       if (!run || run.status !== "queued") return;
@@ -237,7 +251,14 @@ export class JobRunner {
       segment, config_url: configUrl, config_version: configVersion,
     };
     for (const id of missing) this.addTarget(run.job_id, id, now, "failed", "Device not found in this site or not active");
+    const required = requiredPermissions(commandType, payload);
     for (const d of targets) {
+      const refused = refusedPermissions(d, required);
+      if (refused.length) {
+        // The owner's refusal is an answer, not a failure: the job goes on without this device.
+        this.addTarget(run.job_id, d.device_id, now, SKIPPED_TARGET_STATUS, consentRefusal(refused));
+        continue;
+      }
       this.addTarget(run.job_id, d.device_id, now, "pending", null);
       const queued = this.host.commands.queue({
         deviceId: d.device_id, commandType, payload, ttlSeconds: ttlS, createdBy: spec.createdBy, jobId: spec.jobId,
@@ -325,7 +346,7 @@ export class JobRunner {
       return;
     }
     const failures = this.sql.exec<{ device_id: string; status: string; error_message: string | null }>(
-      "SELECT device_id, status, error_message FROM job_targets WHERE job_id = ? AND status != 'completed' ORDER BY device_id LIMIT 4", jobId).toArray();
+      "SELECT device_id, status, error_message FROM job_targets WHERE job_id = ? AND status NOT IN ('completed', 'skipped') ORDER BY device_id LIMIT 4", jobId).toArray();
     const listed = failures.slice(0, 3).map((f) => `${f.device_id}: ${f.error_message ?? f.status}`).join("; ");
     const more = unsuccessful > 3 ? `; and ${unsuccessful - 3} more` : "";
     this.finish(run, "failed", now, counts, `${unsuccessful} of ${counts.total} devices failed: ${listed}${more}`);

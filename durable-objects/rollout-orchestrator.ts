@@ -282,6 +282,11 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
             this.sql.exec("UPDATE rollout_targets SET state = 'recovering', changed_ms = ? WHERE device_id = ?", now, r.device_id);
             state = "recovering";
             touched.add(siteId);
+          } else if (r.execution === "skipped") {
+            // The device's owner has not granted what the action needs: not a failure of the change.
+            this.finishTarget(r.device_id, "skipped", r.error ?? "Skipped by its site", now);
+            touched.add(siteId);
+            continue;
           } else {
             const error = r.execution === "cancelled" ? "The execution was cancelled or timed out" : r.error ?? `Execution ${r.execution}`;
             this.finishTarget(r.device_id, "failed", error, now);

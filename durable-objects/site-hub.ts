@@ -196,6 +196,16 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.ensureAlarm(now);
   }
 
+  /**
+   * Takes one of the device's call tokens for a device call served outside the hub (its logs, audit
+   * events, configuration history, push polls), so every call a device makes shares one budget.
+   * Returns 0 when admitted, else the seconds to wait.
+   */
+  async takeDeviceCallToken(siteId: string, deviceId: string): Promise<number> {
+    this.bind(siteId);
+    return this.limiter.take(deviceId, this.now());
+  }
+
   async heartbeat(siteId: string, keyDigest: string, sighting: Sighting): Promise<HeartbeatResult | RateLimited | NotAdmitted> {
     this.bind(siteId);
     const now = this.now();

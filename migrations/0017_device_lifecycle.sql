@@ -13,5 +13,4 @@ CREATE TABLE `device_lifecycle_requests` (
 --> statement-breakpoint
 CREATE UNIQUE INDEX `device_lifecycle_requests_idem_uq` ON `device_lifecycle_requests` (`user_id`,`idempotency_key`);--> statement-breakpoint
 CREATE INDEX `device_lifecycle_requests_device_idx` ON `device_lifecycle_requests` (`device_id`);--> statement-breakpoint
-CREATE INDEX `error_logs_device_created_idx` ON `error_logs` (json_extract(`context`, '$.device_id'),`created_at`);--> statement-breakpoint
 CREATE INDEX `job_executions_device_idx` ON `job_executions` (`device_id`,`created_at`);

@@ -127,6 +127,9 @@ export const devices = sqliteTable("devices", {
   /** The device's vendor push token (`device_token` in its DNA) and the platform it is for: fcm or apns. */
   pushToken: text("push_token"),
   pushPlatform: text("push_platform", { enum: ["fcm", "apns"] }),
+  /** What the device's owner allows (all five permissions); null until the device first sets them. */
+  permissions: json("permissions").$type<Record<string, boolean>>(),
+  permissionsUpdatedAt: text("permissions_updated_at"),
   createdBy: integer("created_by"),
   caseFoldExempt: caseFoldExempt(),
   createdAt: createdAt(),
@@ -399,8 +402,8 @@ export const errorLogs = sqliteTable("error_logs", {
   index("error_logs_created_idx").on(t.createdAt),
   index("error_logs_fingerprint_idx").on(t.fingerprint, t.createdAt),
   index("error_logs_status_created_idx").on(t.resolutionStatus, t.createdAt),
-  // A device's errors (reports whose context names it), for its own history page.
-  index("error_logs_device_created_idx").on(sql`json_extract(${t.context}, '$.device_id')`, t.createdAt),
+  // A device's own log lines, by the device id in their context.
+  index("error_logs_device_idx").on(sql`json_extract(${t.context}, '$.device_id')`, t.createdAt),
 ]);
 
 // Error reports per client (address and session) in fixed one-minute windows: the abuse guard of
@@ -755,3 +758,25 @@ export const auditIntegrations = sqliteTable("audit_integrations", {
   createdBy: integer("created_by"),
   createdAt: createdAt(),
 });
+
+// What a device changed in its own configuration, as its agent reports it (docs/original-agents.md).
+export const deviceConfigHistory = sqliteTable("device_config_history", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  deviceId: text("device_id").notNull(),
+  siteId: text("site_id").notNull(),
+  action: text("action").notNull(),
+  parameterName: text("parameter_name").notNull(),
+  oldValue: json("old_value"),
+  newValue: json("new_value"),
+  success: integer("success", { mode: "boolean" }).notNull(),
+  changeReason: text("change_reason"),
+  performanceBefore: json("performance_before"),
+  performanceAfter: json("performance_after"),
+  wasRolledBack: integer("was_rolled_back", { mode: "boolean" }).notNull().default(false),
+  rollbackReason: text("rollback_reason"),
+  rollbackSuccess: integer("rollback_success", { mode: "boolean" }),
+  rollbackPerformance: json("rollback_performance"),
+  rolledBackAt: text("rolled_back_at"),
+  changedAt: text("changed_at").notNull(),
+  createdAt: createdAt(),
+}, (t) => [index("device_config_history_device_idx").on(t.deviceId, t.changedAt)]);

@@ -40,6 +40,11 @@ export class SiteHubClient {
 
   // ---- device calls -----------------------------------------------------------------------------
 
+  /** 0 when the device may make one more call, else the seconds it must wait (its budget in the hub). */
+  async takeDeviceCallToken(deviceId: string): Promise<number> {
+    return (await this.stub.takeDeviceCallToken(this.siteId, deviceId)) as number;
+  }
+
   async admitDevice(deviceId: string, keyDigest: string) {
     return parse(contract.AdmissionSchema, await this.stub.admitDevice(this.siteId, deviceId, keyDigest));
   }

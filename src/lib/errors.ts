@@ -12,6 +12,8 @@ export class ApiError extends Error {
     readonly status: ContentfulStatusCode,
     readonly detail: string | ValidationIssue[],
     readonly headers: Record<string, string> = {},
+    /** Fields answered beside `detail`, where a route's contract names them (a consent refusal's permissions). */
+    readonly extra: Record<string, unknown> = {},
   ) {
     super(typeof detail === "string" ? detail : "Validation failed");
   }

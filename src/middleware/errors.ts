@@ -9,7 +9,7 @@ import { workerClock } from "../lib/clock";
 export function handleError(error: Error, c: Context<AppEnv>) {
   if (error instanceof ApiError) {
     for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
-    return c.json({ detail: error.detail }, error.status);
+    return c.json({ ...error.extra, detail: error.detail }, error.status);
   }
   if (error instanceof HTTPException) {
     // Hono's own rejections (malformed JSON, body too large) keep their status.

@@ -34,6 +34,8 @@ import { aiAssistantRoutes, aiV1Routes, legacyPredictRoutes } from "./ai/routes"
 import { dashboardRoutes } from "./dashboard/routes";
 import { agentTwinRoutes, deviceTwinRoutes, siteTwinRoutes, tenantTwinRoutes } from "./twins/routes";
 import { deviceLifecycleRoutes, deviceSiteSummaryRoutes } from "./devices/lifecycle";
+import { devicePermissionRoutes } from "./devices/permissions";
+import { deviceConfigHistoryRoutes, devicePushPollRoutes, deviceReportRoutes } from "./device-calls/reports";
 
 /**
  * One mount: the router serving `prefix`. A router with unversioned `aliases` is a factory, built
@@ -80,9 +82,14 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/devices", router: deviceHealthRoutes, aliases: ["/devices"] },
   // Registration with the site in the body, lifecycle (retire, transfer, re-enrol, delete) and histories (docs/device-lifecycle.md)
   { prefix: "/api/v1/devices", router: deviceLifecycleRoutes() },
+  // What each device's owner allows (docs/original-agents.md)
+  { prefix: "/api/v1/devices", router: devicePermissionRoutes() },
+  { prefix: "/api/v1/devices", router: deviceConfigHistoryRoutes() },
 
   // Calls devices make with X-Device-ID and X-API-Key
   { prefix: "/api/v1/agent", router: deviceCallRoutes, aliases: ["/agent"] },
+  // The original agents' logs, audit events and configuration history (docs/original-agents.md)
+  { prefix: "/api/v1/agent", router: deviceReportRoutes() },
   { prefix: "/api/v1/analytics", router: deviceMetricsRoutes() },
 
   // Analytics: what browsers, operators and devices report, and the metrics queried from it
@@ -105,6 +112,8 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/audit", router: auditStatusRoutes, aliases: ["/audit"] },
 
   // Notifications to devices
+  // Before the push routes, whose `/{push_id}` would read `/pending` as an id
+  { prefix: "/api/v1/push", router: devicePushPollRoutes() },
   { prefix: "/api/v1/push", router: pushRoutes() },
 
   // Fleet-wide rollouts across sites, and the site time zone their start windows use (docs/rollouts.md)

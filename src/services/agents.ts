@@ -2,6 +2,7 @@ import { and, desc, eq, sql, type SQL } from "drizzle-orm";
 import type { AuthUser, Db, Env } from "../env";
 import { agents, auditLogs, deviceMetrics, devices, deviceStateHistory, healthChecks } from "../db/schema";
 import { conflict } from "../lib/errors";
+import { ensureCommandAllowed } from "./consent";
 import { HealthRecordSchema, type AgentDevice, type PushInput, type PushResult, type SeriesRequest } from "../shared/hub-contract";
 import { AGENT_STATES, LIVE_STATUSES, type DiagnosticComponent } from "../shared/vocabulary";
 import { formatUptime, realAgentView } from "../shared/agent-view";
@@ -220,6 +221,7 @@ export async function pushToAgent(env: Env, db: Db, user: AuthUser, device: Devi
   } else {
     // A real device's agent runs on the device: the push becomes a command it receives on its next poll.
     const { commandType, payload } = pushAsCommand(push);
+    ensureCommandAllowed(device, commandType, payload);
     const queued = await hub.queueCommand({
       deviceId: device.deviceId, commandType, payload, createdBy: user.email, userId: user.id, simulated: false, reason: "agent push",
     });
@@ -264,6 +266,7 @@ export async function restartDevice(env: Env, db: Db, user: AuthUser, device: De
       },
     };
   }
+  ensureCommandAllowed(device, "restart");
   const queued = await hub.queueCommand({
     deviceId: device.deviceId, commandType: "restart", payload: reason ? { reason } : {}, createdBy: user.email, userId: user.id,
     simulated: false, reason: reason ? `restart: ${reason}` : "restart",

@@ -6,6 +6,7 @@ import { conflict, notFound } from "../lib/errors";
 import { COMMAND_RETENTION_MS, type CommandStatus } from "../shared/vocabulary";
 import type { CommandReport } from "../shared/hub-contract";
 import { siteHub } from "../hub/client";
+import { ensureCommandAllowed } from "./consent";
 
 export interface QueueCommandBody {
   command_type: string;
@@ -16,6 +17,7 @@ export interface QueueCommandBody {
 /** A command for a device, queued in its site's hub on behalf of `user`. */
 export async function queueDeviceCommand(env: Env, user: AuthUser, device: DeviceRow, body: QueueCommandBody, idempotencyKey: string | undefined) {
   if (device.lifecycleState !== "active") throw conflict(`Device ${device.deviceId} is ${device.lifecycleState}; it cannot receive commands`);
+  ensureCommandAllowed(device, body.command_type, body.payload);
   return siteHub(env, device.siteId).queueCommand({
     deviceId: device.deviceId,
     commandType: body.command_type,

@@ -151,6 +151,7 @@ export interface DeviceDna {
   os_type?: string;
   os_version?: string;
   firmware?: string;
+  firmware_version?: string;
   [key: string]: unknown;
 }
 
@@ -164,11 +165,11 @@ function pushRegistration(dna: DeviceDna): { pushToken: string; pushPlatform: Ve
   return { pushToken: dna.device_token, pushPlatform: named ?? platformForOs(`${dna.os_type ?? ""} ${dna.os_details ?? ""}`) };
 }
 
-/** DNA arrives at boot, not on the hot path: written straight to the device row. */
+/** DNA arrives at boot, not on the hot path: written straight to the device row, which is answered. */
 export async function recordDeviceDna(env: Env, db: Db, device: { deviceId: string; siteId: string }, dna: DeviceDna) {
   const { deviceId } = device;
   const at = currentDate().toISOString();
-  await db.update(devices).set({
+  const [row] = await db.update(devices).set({
     ...pushRegistration(dna),
     macAddress: dna.mac_address,
     localIp: dna.local_ip,
@@ -176,13 +177,13 @@ export async function recordDeviceDna(env: Env, db: Db, device: { deviceId: stri
     osDetails: dna.os_details,
     osType: dna.os_type,
     osVersion: dna.os_version,
-    firmware: dna.firmware,
+    firmware: dna.firmware ?? dna.firmware_version,
     dna,
     dnaUpdatedAt: at,
     updatedAt: at,
-  }).where(eq(devices.deviceId, deviceId));
+  }).where(eq(devices.deviceId, deviceId)).returning();
   await deviceListChanged(env, device.siteId, deviceId);
-  return at;
+  return row;
 }
 
 // ---- bootstrap keys -------------------------------------------------------------------------
@@ -260,13 +261,13 @@ export async function bootstrapProvision(env: Env, db: Db, input: BootstrapProvi
     if (await deviceNameTaken(db, siteId, input.device_name)) {
       throw conflict(`A device named '${input.device_name}' already exists in site ${siteId}`);
     }
-    registered = await registerDevice(db, {
+    registered = await withCreationTime(db, await registerDevice(db, {
       siteId,
       name: input.device_name,
       deviceType: input.device_type,
       osDetails: input.os_details,
       enrollmentMethod: "self-enrolled",
-    }, request);
+    }, request));
   } catch (error) {
     await hub.giveBackEnrolmentSlot(slot);
     throw error;
@@ -282,12 +283,18 @@ export async function provisionDevice(env: Env, db: Db, user: AuthUser, input: {
   if (await deviceNameTaken(db, input.site_id, input.device_name)) {
     throw conflict(`A device named '${input.device_name}' already exists in site ${input.site_id}`);
   }
-  const registered = await registerDevice(db, {
+  const registered = await withCreationTime(db, await registerDevice(db, {
     siteId: input.site_id, name: input.device_name, deviceType: input.device_type, osDetails: input.os_details,
     enrollmentMethod: "provisioned", createdBy: user.id,
-  }, request);
+  }, request));
   await deviceListChanged(env, input.site_id, registered.deviceId);
   return registered;
+}
+
+/** The registration with the creation time the database gave the device row (answered to the original's agents). */
+export async function withCreationTime<T extends { deviceId: string }>(db: Db, registered: T): Promise<T & { createdAt: string }> {
+  const row = await db.select({ createdAt: devices.createdAt }).from(devices).where(eq(devices.deviceId, registered.deviceId)).get();
+  return { ...registered, createdAt: row?.createdAt ?? currentDate().toISOString() };
 }
 
 export async function siteStats(db: Db, siteId: string) {

@@ -259,6 +259,7 @@ export const JobCountsSchema = z.object({
   failed: z.number().int().openapi({ description: "Failed or expired" }),
   cancelled: z.number().int().openapi({ description: "Cancelled before they ran (job cancelled or timed out)" }),
   pending: z.number().int(),
+  skipped: z.number().int().openapi({ description: "Not sent: the device's owner has not granted a permission the job's command needs (the execution's error_message names it)" }),
 }).openapi("JobCounts");
 
 // ---- live channel -----------------------------------------------------------------------------

@@ -71,6 +71,7 @@ const CATALOGUE: Record<string, { category: Category; severity: Severity }> = {
   command_failed: { category: "device_management", severity: "warning" },
   command_expired: { category: "device_management", severity: "warning" },
   command_cancelled: { category: "device_management", severity: "warning" },
+  permission_change: { category: "device_management", severity: "info" },
   job_created: { category: "job_management", severity: "info" },
   job_started: { category: "job_management", severity: "info" },
   job_completed: { category: "job_management", severity: "info" },
@@ -150,18 +151,24 @@ export type JobCounts = {
   failed: number;
   cancelled: number;
   pending: number;
+  skipped: number;
 };
+
+/** A job target its device's owner has not consented to: never sent, and not a failure of the job. */
+export const SKIPPED_TARGET_STATUS = "skipped";
 
 /**
  * The one way a job's targets are counted, by their command status: `completed` succeeded; `failed`
- * and `expired` failed; `cancelled` is counted apart (nobody ran it); open commands are pending.
+ * and `expired` failed; `cancelled` is counted apart (nobody ran it), as is `skipped` (the device's
+ * owner did not allow it); open commands are pending.
  */
 export function countTargets(statuses: Iterable<{ status: string; n?: number }>): JobCounts {
-  const counts: JobCounts = { total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0 };
+  const counts: JobCounts = { total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0, skipped: 0 };
   for (const { status, n = 1 } of statuses) {
     counts.total += n;
     if (status === "completed") counts.succeeded += n;
     else if (status === "cancelled") counts.cancelled += n;
+    else if (status === SKIPPED_TARGET_STATUS) counts.skipped += n;
     else if (isOpenCommandStatus(status)) counts.pending += n;
     else counts.failed += n;
   }

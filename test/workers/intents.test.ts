@@ -307,7 +307,7 @@ describe("enrolment intents: claim", () => {
 
     const res = await claim(intent.intent_id, { claim_token: intent.claim_token, device_identity: "SN-HAPPY-1", device_name: "Till 1", device_type: "kiosk" });
     expect(res.status, res.text).toBe(201);
-    expect(Object.keys(res.json).sort()).toEqual(["api_key", "device_id", "epoch_id", "site_id"]);
+    expect(Object.keys(res.json).sort()).toEqual(["api_key", "data", "device_id", "epoch_id", "message", "site_id", "status"]);
     const { api_key, device_id, epoch_id, site_id } = res.json;
     expect(site_id).toBe(claimSite);
     expect(device_id).toMatch(/^DEVICE-/);

@@ -72,10 +72,10 @@ describe("jobs: the lifecycle", () => {
     await finishSimulated(siteId);
     const done = await getJob(owner.token, jobId);
     expect(done.status).toBe("completed");
-    expect(done.result).toEqual({ total: 3, succeeded: 3, failed: 0, cancelled: 0, pending: 0 });
+    expect(done.result).toEqual({ total: 3, succeeded: 3, failed: 0, cancelled: 0, pending: 0, skipped: 0 });
     expect(done.error_message).toBeNull();
     expect(done.completed_at).not.toBeNull();
-    expect(done.counts).toEqual({ total: 3, succeeded: 3, failed: 0, pending: 0, cancelled: 0 });
+    expect(done.counts).toEqual({ total: 3, succeeded: 3, failed: 0, pending: 0, cancelled: 0, skipped: 0 });
     expect(done.executions.map((e: { device_id: string }) => e.device_id).sort()).toEqual(sims.map((s) => s.device_id).sort());
     for (const e of done.executions) {
       expect(e.status).toBe("completed");
@@ -130,7 +130,7 @@ describe("jobs: the lifecycle", () => {
 
     const job = await jobNow(owner.token, siteId, jobId);
     expect(job.status).toBe("failed");
-    expect(job.result).toEqual({ total: 3, succeeded: 2, failed: 1, cancelled: 0, pending: 0 });
+    expect(job.result).toEqual({ total: 3, succeeded: 2, failed: 1, cancelled: 0, pending: 0, skipped: 0 });
     expect(job.error_message).toBe(`1 of 3 devices failed: ${real.device_id}: network unreachable`);
     const execution = job.executions.find((e: { device_id: string }) => e.device_id === real.device_id);
     expect(execution).toMatchObject({ status: "failed", command_id: command.command_id, error_message: "network unreachable" });
@@ -165,7 +165,7 @@ describe("jobs: the lifecycle", () => {
     await runAlarm(siteId);
     const job = await getJob(owner.token, jobId);
     expect(job.status).toBe("timeout");
-    expect(job.result).toEqual({ total: 1, succeeded: 0, failed: 0, cancelled: 0, pending: 1 });
+    expect(job.result).toEqual({ total: 1, succeeded: 0, failed: 0, cancelled: 0, pending: 1, skipped: 0 });
     expect(job.error_message).toBe("Timed out after 60 s: 1 of 1 devices had not reported");
     expect(job.executions[0].status).toBe("cancelled");
     const command = (await call(`/api/v1/commands/${commandId}`, { token: owner.token })).json;
@@ -233,7 +233,7 @@ describe("jobs: the lifecycle", () => {
     await runAlarm(siteId);
     const job = await jobNow(owner.token, siteId, jobId);
     expect(job.status).toBe("completed");
-    expect(job.result).toEqual({ total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0, message: "No devices matched the job's targets" });
+    expect(job.result).toEqual({ total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0, skipped: 0, message: "No devices matched the job's targets" });
     expect(job.segment).toBe("kiosks");
     expect(job.executions).toEqual([]);
     expect(job.started_at).not.toBeNull();
@@ -264,7 +264,7 @@ describe("jobs: the cron safety net", () => {
     await finishSimulated(siteId);
     const done = await jobNow(owner.token, siteId, jobId);
     expect(done.status).toBe("completed");
-    expect(done.result).toEqual({ total: 2, succeeded: 2, failed: 0, cancelled: 0, pending: 0 });
+    expect(done.result).toEqual({ total: 2, succeeded: 2, failed: 0, cancelled: 0, pending: 0, skipped: 0 });
 
     await runCron();
     expect((await auditOfType(siteId, "job_started")).filter((a) => a.jobId === jobId)).toHaveLength(1);

@@ -4,6 +4,7 @@ import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { grantedDevice } from "../../middleware/access";
 import { agentDetail, agentSeries, listAgents, parsePeriod, pushToAgent } from "../../services/agents";
 import { DeviceParams } from "../devices/schema";
+import { ConsentRefusalSchema } from "../devices/permissions-schema";
 import * as s from "./schema";
 import type { MountOptions } from "../mount";
 
@@ -54,10 +55,13 @@ export function agentsRoutes(mount: MountOptions) {
       description: [
         "Every body form existing clients send is accepted (notification, config push, `config_version`, action); unknown fields or actions are 422.",
         "Simulated agents act at once: a notification is `delivered`; a config push (or `config_version`, or action `update`) with a new version is `accepted` and runs the update lifecycle idle → downloading → updating → restarting → health_check → ready over some seconds (watch `agent.state` on the live channel), or fails back to idle with an error health record; the same version is `up_to_date`; while an update runs a different one is 409 unless `force`. Actions `restart`, `health_check`, `ping`, `backup`, `clear_cache` are `completed` with their result.",
-        "For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`.",
+        "For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`; a command needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions` (docs/original-agents.md maps them), and nothing is queued.",
       ].join("\n\n"),
       request: { params: DeviceParams, ...jsonBody(s.PushBody) },
-      responses: { 200: jsonResponse(s.PushResponse, "What the agent did with the push") },
+      responses: {
+        200: jsonResponse(s.PushResponse, "What the agent did with the push"),
+        403: jsonResponse(ConsentRefusalSchema, "A role too low, or the device's owner has not granted what the command needs (`required_permissions`, `missing_permissions`)"),
+      },
       errors: [403, 404, 409, 429],
     }),
     async (c) => {

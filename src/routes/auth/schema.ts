@@ -14,7 +14,8 @@ export const SignupBody = z
     password: PasswordSchema,
     full_name: lineText().max(200).optional(),
     username: lineText().min(1).max(64).regex(/^[\w.@+-]+$/, "Letters, digits and . _ @ + - only").optional(),
-    role: z.enum(["Client", "Admin"]).optional().openapi({ description: "Accepted for compatibility; never grants administrator rights" }),
+    role: z.string().regex(/^(client|admin)$/i, "Must be client or admin (any letter case)").optional()
+      .openapi({ description: "`client` or `admin`, in any letter case (the original's clients send `Client`, `Admin` or lower case). Accepted for compatibility; never grants administrator rights", example: "Client" }),
   })
   .openapi("SignupRequest");
 

@@ -9,6 +9,7 @@ import {
   ackCommand, cancelCommand, listDeviceCommands, pollCommands, queueDeviceCommand, readCommand, reportCommand, resultStatus,
 } from "../../services/commands";
 import * as s from "./schema";
+import { ConsentRefusalSchema } from "../devices/permissions-schema";
 import type { MountOptions } from "../mount";
 import { grantedCommand, grantedDevice } from "../../middleware/access";
 
@@ -63,9 +64,12 @@ export function deviceCommandRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/{device_id}/commands", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Queue a command for a device (operator)",
-      description: `Operator role on the device's site (administrators: every site). \`REBOOT\` → \`restart\` and \`UPDATE_CONFIG\` → \`update_config\` in any case. ${LEASE_NOTE} At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → \`reboot_time_seconds\`, update_config → \`applied_settings\`, ping → \`latency_ms\` (5–50), shutdown → \`powered_off\`; any other type fails on a simulated agent.`,
+      description: `Operator role on the device's site (administrators: every site). \`REBOOT\` → \`restart\` and \`UPDATE_CONFIG\` → \`update_config\` in any case. ${LEASE_NOTE} At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. A command type needing a permission the device's owner has not granted is 403 with \`required_permissions\` and \`missing_permissions\`. Simulated devices run the command in the site's hub: restart → \`reboot_time_seconds\`, update_config → \`applied_settings\`, ping → \`latency_ms\` (5–50), shutdown → \`powered_off\`; any other type fails on a simulated agent.`,
       request: { params: s.DeviceParams, headers: s.IdempotencyHeaders, ...jsonBody(s.QueueCommandBody) },
-      responses: { 201: jsonResponse(s.CommandSchema, "The queued command (or, for a repeated Idempotency-Key, the one it created)") },
+      responses: {
+        201: jsonResponse(s.CommandSchema, "The queued command (or, for a repeated Idempotency-Key, the one it created)"),
+        403: jsonResponse(ConsentRefusalSchema, "A role too low for this action, or the device's owner has not granted what the command type needs (then `required_permissions` and `missing_permissions` say what; docs/original-agents.md maps command types to permissions)"),
+      },
       errors: [403, 404, 409, 429],
     }),
     async (c) => {

@@ -56,12 +56,13 @@ export function deviceCallRoutes(mount: MountOptions) {
     async (c) => {
       const credential = c.var.deviceCredential!;
       const body = c.req.valid("json");
+      const reported = body.status?.toLowerCase();
       await refuseForeignDevice(c.env, credential, [body.device_id]);
       const started = performance.now();
       const { value: result, usedBcrypt } = await admitThroughHub(c.env, credential, async (keyDigest) =>
         await siteHub(c.env, credential.siteId).heartbeat(keyDigest, {
           deviceId: credential.deviceId,
-          reportedStatus: body.status === "error" || body.status === "unhealthy" ? "error" : undefined,
+          reportedStatus: reported === "error" || reported === "unhealthy" ? "error" : undefined,
           intervalS: body.heartbeat_interval_s,
           bootId: body.boot_id,
           uptimeS: body.uptime_seconds,
@@ -83,7 +84,9 @@ export function deviceCallRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/device-dna", auth: "device", deprecated, tags: TAGS,
       summary: "Device DNA",
-      description: "Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported).",
+      description: "Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported). " +
+        "Also takes the original agents' fields: `device_token` (its push token, used for pushes from now on), `device_source`, `wan_ip`, `firmware_version` and `peripherals`. " +
+        "Answers the original service's envelope (`status`, `message`, `data`) beside the flat fields.",
       request: jsonBody(s.DnaBody),
       responses: { 200: jsonResponse(s.DnaResponse, "Recorded") },
     }),
@@ -91,8 +94,15 @@ export function deviceCallRoutes(mount: MountOptions) {
       const device = c.var.device!;
       const { device_id, site_id: _ignored, ...dna } = c.req.valid("json");
       ensureOwnDevice(device.deviceId, device_id);
-      const updatedAt = await recordDeviceDna(c.env, c.var.db, device, dna);
-      return c.json({ status: "ok" as const, device_id: device.deviceId, updated_at: updatedAt }, 200);
+      const recorded = await recordDeviceDna(c.env, c.var.db, device, dna);
+      return c.json({
+        status: "success" as const, message: "Device registered successfully", device_id: device.deviceId, updated_at: recorded.updatedAt,
+        data: {
+          device_id: device.deviceId, site_id: device.siteId, lifecycle_state: recorded.lifecycleState,
+          mac_address: recorded.macAddress, os_details: recorded.osDetails, local_ip: recorded.localIp,
+          wan_ip: dna.wan_ip ?? null, peripherals: dna.peripherals ?? null, created: false as const,
+        },
+      }, 200);
     },
   );
 

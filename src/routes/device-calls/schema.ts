@@ -12,7 +12,8 @@ const DeviceEcho = {
 export const HeartbeatBody = z
   .object({
     ...DeviceEcho,
-    status: z.enum(["online", "healthy", "error", "unhealthy"]).optional().openapi({ description: "What the device says of itself; error/unhealthy marks it in error" }),
+    status: z.string().regex(/^(online|healthy|error|unhealthy)$/i, "online, healthy, error or unhealthy (any letter case)").optional()
+      .openapi({ description: "What the device says of itself, in any letter case (the original agents send `ONLINE`); error/unhealthy marks it in error" }),
     uptime_seconds: z.number().int().min(0).optional(),
     boot_id: lineText().max(128).optional().openapi({ description: "Changes when the device reboots" }),
     heartbeat_interval_s: z.number().int().min(1).max(3600).optional().openapi({ description: "The device's own interval; offline after 3 missed (clamped 30 s–10 min)" }),
@@ -109,11 +110,37 @@ export const DnaBody = z
     os_type: lineText().max(64).optional(),
     os_version: lineText().max(64).optional(),
     firmware: lineText().max(128).optional(),
+    device_token: lineText().max(4096).optional().openapi({ description: "The device's vendor push token (FCM or APNs); pushes to the device use it from now on" }),
+    device_source: z.enum(["physical", "emulator", "simulation"]).optional()
+      .openapi({ description: "What the original service's agents say they run on; kept with the DNA. It never makes a device simulated: an emulator calling in is a real caller" }),
+    wan_ip: lineText().max(64).optional(),
+    firmware_version: lineText().max(128).optional().openapi({ description: "The original agents' name for `firmware`; stored there when `firmware` is absent" }),
+    peripherals: z.record(lineText().max(128), z.union([lineText().max(500), z.number(), z.boolean(), z.null()])).optional()
+      .refine((p) => p === undefined || Object.keys(p).length <= 50, "At most 50 peripherals")
+      .openapi({ description: "Attached devices, as the original agents report them: name → value (at most 50)" }),
   })
   .catchall(z.union([lineText().max(500), z.number(), z.boolean(), z.null()]))
   .openapi("DeviceDna");
 
-export const DnaResponse = z.object({ status: z.literal("ok"), device_id: z.string(), updated_at: z.string() }).openapi("DnaResponse");
+export const DnaResponse = z
+  .object({
+    status: z.literal("success"),
+    message: z.string(),
+    device_id: z.string(),
+    updated_at: z.string(),
+    data: z.object({
+      device_id: z.string(),
+      site_id: z.string(),
+      lifecycle_state: z.string(),
+      mac_address: z.string().nullable(),
+      os_details: z.string().nullable(),
+      local_ip: z.string().nullable(),
+      wan_ip: z.string().nullable(),
+      peripherals: z.record(z.string(), z.unknown()).nullable(),
+      created: z.literal(false).openapi({ description: "Always false: DNA describes a device that is already enrolled" }),
+    }).openapi({ description: "The original service's envelope: the device as recorded" }),
+  })
+  .openapi("DnaResponse");
 
 export const ChannelState = z
   .object({

@@ -1,6 +1,7 @@
 import { apiRoute, jsonResponse, newRouter } from "../../lib/openapi";
 import { deviceHealth, restartDevice, runDiagnostics } from "../../services/agents";
 import { DeviceParams } from "../devices/schema";
+import { ConsentRefusalSchema } from "../devices/permissions-schema";
 import * as s from "../agents/schema";
 import type { MountOptions } from "../mount";
 import { grantedDevice } from "../../middleware/access";
@@ -16,12 +17,15 @@ export function deviceHealthRoutes(mount: MountOptions) {
     apiRoute({
       method: "post", path: "/{device_id}/restart", auth: "user", access: { device: "operator" }, deprecated, tags: TAGS,
       summary: "Restart a device (operator)",
-      description: "A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.",
+      description: "A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health; if the device's owner has not granted \`root_access\` it is 403 with \`required_permissions\` and \`missing_permissions\` and nothing is queued. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.",
       request: {
         params: DeviceParams,
         body: { required: false, content: { "application/json": { schema: s.RestartBody } } },
       },
-      responses: { 200: jsonResponse(s.RestartResponse, "Restarted (or queued)") },
+      responses: {
+        200: jsonResponse(s.RestartResponse, "Restarted (or queued)"),
+        403: jsonResponse(ConsentRefusalSchema, "A role too low, or the device's owner has not granted root_access (`required_permissions`, `missing_permissions`)"),
+      },
       errors: [403, 404, 409, 429],
     }),
     async (c) => {

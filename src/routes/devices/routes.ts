@@ -55,7 +55,7 @@ export function deviceRoutes(mount: MountOptions) {
       const body = c.req.valid("json");
       await authorizeSite(c.var.db, c.var.user!, body.site_id, "operator", c.req.raw);
       const r = await provisionDevice(c.env, c.var.db, c.var.user!, body, c.req.raw);
-      return c.json({ device_id: r.deviceId, api_key: r.apiKey!, site_id: body.site_id, epoch_id: r.epochId }, 201);
+      return c.json(s.provisionAnswer({ ...r, apiKey: r.apiKey! }, body.site_id, r.createdAt), 201);
     },
   );
 
@@ -73,7 +73,7 @@ export function deviceRoutes(mount: MountOptions) {
     async (c) => {
       const body = c.req.valid("json");
       const r = await bootstrapProvision(c.env, c.var.db, body, c.var.config.enrolment.bootstrapPerHour, c.req.raw);
-      return c.json({ device_id: r.deviceId, api_key: r.apiKey!, site_id: body.site_id, epoch_id: r.epochId }, 201);
+      return c.json(s.provisionAnswer({ ...r, apiKey: r.apiKey! }, body.site_id, r.createdAt), 201);
     },
   );
 

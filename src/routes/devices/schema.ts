@@ -99,9 +99,23 @@ export const ProvisionBody = z
 
 export const BootstrapProvisionBody = ProvisionBody.extend({ bootstrap_key: lineText().min(1).max(256) }).openapi("BootstrapProvisionRequest");
 
+const ProvisionedDevice = { device_id: z.string(), api_key: z.string(), site_id: z.string(), epoch_id: z.string() };
+
 export const ProvisionResponse = z
-  .object({ device_id: z.string(), api_key: z.string(), site_id: z.string(), epoch_id: z.string() })
-  .openapi("ProvisionResponse");
+  .object({
+    ...ProvisionedDevice,
+    status: z.literal("success").openapi({ description: "Envelope the original service's agents parse" }),
+    message: z.string(),
+    data: z.object({ ...ProvisionedDevice, created_at: z.string() })
+      .openapi({ description: "The same values again, with the device's creation time: where the original service's agents read them" }),
+  })
+  .openapi("ProvisionResponse", { description: "The new device's credentials, flat and again under `data` (the original service's envelope); the api_key is shown only here" });
+
+/** A provisioning answer in both forms: the fields flat, and the original service's envelope. */
+export const provisionAnswer = (r: { deviceId: string; apiKey: string; epochId: string }, siteId: string, createdAt: string, message = "Device provisioned successfully") => {
+  const fields = { device_id: r.deviceId, api_key: r.apiKey, site_id: siteId, epoch_id: r.epochId };
+  return { ...fields, status: "success" as const, message, data: { ...fields, created_at: createdAt } };
+};
 
 export const toDeviceListItem = (d: DeviceRow) => ({
   site_id: d.siteId,

@@ -9,6 +9,8 @@ import {
   revokeIntent,
 } from "../../services/intents";
 import * as s from "./schema";
+import { provisionAnswer } from "../devices/schema";
+import { withCreationTime } from "../../services/devices";
 
 const TAGS = ["Enrolment intents"];
 const BASE = "/{site_id}/enrolment-intents";
@@ -189,8 +191,9 @@ intentClaimRoutes.openapi(
       claimToken: body.claim_token,
       deviceName: body.device_name,
       deviceType: body.device_type,
-      deviceIdentity: body.device_identity,
+      deviceIdentity: body.device_identity ?? body.expected_device_identity,
     }, c.req.raw);
-    return c.json({ api_key: result.apiKey, device_id: result.deviceId, epoch_id: result.epochId, site_id: result.siteId }, 201);
+    const claimed = await withCreationTime(c.var.db, result);
+    return c.json(provisionAnswer(claimed, result.siteId, claimed.createdAt, "Device claimed successfully"), 201);
   },
 );

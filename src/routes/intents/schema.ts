@@ -1,3 +1,4 @@
+import { ProvisionResponse } from "../devices/schema";
 import { z } from "@hono/zod-openapi";
 import { lineText } from "../../lib/text";
 import { SiteParams } from "../sites/schema";
@@ -69,16 +70,12 @@ export const ClaimBody = z
     device_name: lineText().trim().min(1).max(200).optional().openapi({ description: "Name of the new device, unique in the site (400 when taken); defaults to the device identity when that name is free, else the generated device id" }),
     device_type: lineText().trim().min(1).max(64).optional().openapi({ description: "Defaults to pos_terminal" }),
     device_identity: lineText().trim().min(1).max(256).optional().openapi({ description: "Required, and must match, when the intent has an expected device identity" }),
+    expected_device_identity: lineText().trim().min(1).max(256).optional()
+      .openapi({ description: "The original agents' name for `device_identity`, read when that is absent" }),
   })
   .openapi("ClaimEnrolmentIntentRequest");
 
-export const ClaimResponse = z
-  .object({
-    api_key: z.string().openapi({ description: "The device's API key for X-API-Key; shown once, only its bcrypt hash is stored" }),
-    device_id: z.string().openapi({ description: "The device's id for X-Device-ID" }),
-    epoch_id: z.string().openapi({ description: "The lifecycle epoch the claim started" }),
-    site_id: z.string(),
-  })
-  .openapi("ClaimEnrolmentIntentResponse");
+/** The same answer as provisioning: the credentials flat and under `data` (the original service's envelope). */
+export const ClaimResponse = ProvisionResponse;
 
 export const toIntent = (row: IntentRow) => toIntentView(row);

@@ -77,7 +77,7 @@ export const ExecutionSchema = z
   .object({
     device_id: z.string(),
     command_id: z.string().nullable(),
-    status: z.string().openapi({ description: "The state of the device's command: pending, delivered, acknowledged, completed, failed, expired or cancelled" }),
+    status: z.string().openapi({ description: "The state of the device's command: pending, delivered, acknowledged, completed, failed, expired or cancelled; `skipped` (never sent) when the device's owner has not granted a permission the command needs, with the reason in error_message" }),
     result: z.unknown(),
     error_message: z.string().nullable(),
     created_at: z.string(),
