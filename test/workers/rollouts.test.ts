@@ -5,6 +5,7 @@ import * as schema from "../../src/db/schema";
 import { admin, call, createSite, db, signup } from "./helpers";
 import { hub, liveEvents } from "./agents-helpers";
 import { runCron } from "./commands-helpers";
+import { deviceHeaders, registerDevice } from "./device-helpers";
 import {
   createRollout, installFleetClock, installOrchestratorClock, maxConcurrentPerSite, orchestrator, progressOf, rolloutExecutions, runFleet,
   simulatedFleet, targetRows,
@@ -97,6 +98,29 @@ describe("rollouts: waves within each site's disruption budget", () => {
     expect(changed.length).toBeGreaterThan(0);
     const row = await db().select().from(schema.rollouts).where(eq(schema.rollouts.rolloutId, rolloutId)).get();
     expect(row!.status).toBe("aborted");
+  });
+});
+
+describe("rollouts: device consent", () => {
+  it("skips a device whose owner has not granted what the action needs: skipped, not failed, and the rollout completes", { timeout: 120_000 }, async () => {
+    const owner = await signup();
+    const { siteIds } = await simulatedFleet(owner.token, 1, 2);
+    const refusing = await registerDevice(owner.token, siteIds[0]!);
+    const consent = await call(`/api/v1/devices/device/${refusing.device_id}/permissions`, {
+      method: "PATCH", headers: deviceHeaders(refusing.device_id, refusing.api_key),
+      body: { permissions: { root_access: false, command_execution: true, process_monitoring: true, filesystem_access: true, network_monitoring: true } },
+    });
+    expect(consent.status, consent.text).toBe(200);
+    const clock = await installFleetClock(siteIds);
+    const res = await createRollout(owner.token, { name: "Restart tills", site_ids: siteIds, action: "restart", waves: { canary_percent: 100, soak_seconds: 0 } });
+    expect(res.status, res.text).toBe(201);
+    const rolloutId = res.json.rollout_id as string;
+    await installOrchestratorClock(rolloutId, clock);
+    const done = await runFleet(rolloutId, siteIds, clock, finished);
+    expect(done.status).toBe("completed");
+    expect(done.counts).toMatchObject({ succeeded: 2, skipped: 1, failed: 0 });
+    const row = (await targetRows(rolloutId)).find((r) => r.device_id === refusing.device_id);
+    expect(row).toMatchObject({ state: "skipped" });
   });
 });
 
