@@ -82,7 +82,7 @@ export interface paths {
     get: operations["get_api_v1_auth_login"];
     /**
      * Log in with e-mail and password
-     * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
+     * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
      */
     post: operations["post_api_v1_auth_login"];
   };
@@ -362,6 +362,20 @@ export interface paths {
      */
     post: operations["post_api_v1_devices_sites_site_id_devices"];
   };
+  "/api/v1/devices/sites": {
+    /**
+     * The caller's sites with device counts
+     * @description Every site the caller can read (administrators: all), oldest first, each with its devices counted by last known status and by lifecycle state. Paged with `limit` (default 100, max 500) and `offset`; `total` counts the sites.
+     */
+    get: operations["get_api_v1_devices_sites"];
+  };
+  "/api/v1/devices/sites/{site_id}": {
+    /**
+     * A site with its devices
+     * @description The site, its device counts by status and lifecycle state, and all its devices, newest first. An unknown site (or one the caller cannot read) is 404.
+     */
+    get: operations["get_api_v1_devices_sites_site_id"];
+  };
   "/api/v1/devices/pending": {
     /**
      * Poll for commands (device)
@@ -377,7 +391,7 @@ export interface paths {
     get: operations["get_api_v1_devices_device_id_commands"];
     /**
      * Queue a command for a device (operator)
-     * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
+     * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. A command type needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions`. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
      */
     post: operations["post_api_v1_devices_device_id_commands"];
   };
@@ -425,36 +439,41 @@ export interface paths {
      */
     get: operations["get_api_v1_devices_device_id"];
     /**
+     * Archive or purge a device (operator)
+     * @description `confirm=true` is required. `mode=archive`: the device is kept read-only — its key is destroyed, its open commands cancelled, its agent stopped; it can no longer be changed, commanded, transferred or re-enrolled, only purged. `mode=purge`: its key is destroyed first, then its state in the site's hub (commands, metrics, agent, presence) and its rows in the database (device, epochs, state history, health checks, latest metrics, agent, command index, job executions, errors naming it) are removed; the audit trail keeps its events and records the purge. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited. A purge repeated after it succeeded finds no device: 404.
+     */
+    delete: operations["delete_api_v1_devices_device_id"];
+    /**
      * Update a device (operator)
-     * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`.
+     * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`. A retired or archived device is 409.
      */
     patch: operations["patch_api_v1_devices_device_id"];
   };
   "/api/v1/devices/{device_id}/rotate-key": {
     /**
      * Rotate a device's API key (operator)
-     * @description The new key is shown once; the old key is rejected from the next call on.
+     * @description The new key is shown once; the old key is rejected from the next call on. A retired or archived device is 409 (re-enrol a retired one instead).
      */
     post: operations["post_api_v1_devices_device_id_rotate_key"];
   };
   "/api/v1/devices/{device_id}/suspend": {
     /**
      * Suspend a device (operator)
-     * @description A suspended device's calls answer 403 at once; its data stays. Idempotent.
+     * @description A suspended device's calls answer 403 at once; its data stays. Idempotent. A retired or archived device is 409.
      */
     post: operations["post_api_v1_devices_device_id_suspend"];
   };
   "/api/v1/devices/{device_id}/resume": {
     /**
      * Resume a suspended device (operator)
-     * @description The device may call in again with its existing key. Idempotent.
+     * @description The device may call in again with its existing key. Idempotent. A retired or archived device is 409.
      */
     post: operations["post_api_v1_devices_device_id_resume"];
   };
   "/api/v1/devices/{device_id}/restart": {
     /**
      * Restart a device (operator)
-     * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
+     * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health; if the device's owner has not granted `root_access` it is 403 with `required_permissions` and `missing_permissions` and nothing is queued. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
      */
     post: operations["post_api_v1_devices_device_id_restart"];
   };
@@ -469,6 +488,88 @@ export interface paths {
      * @description Takes a health check now (recorded in health_checks, audited as `device_health_check`) and tests the components asked for (`payment`, `printer`, `display`, `network`; default all): each gets `{status: pass|warn|fail|unknown, detail}`. A real device can only be judged on what it reports (network from its heartbeats; other components are `unknown`). `include_logs` adds the agent's recent log (simulated agents).
      */
     post: operations["post_api_v1_devices_device_id_health"];
+  };
+  "/api/v1/devices": {
+    /**
+     * Register a device in the site named in the body (operator)
+     * @description The same as `POST /api/v1/devices/sites/{site_id}/devices` with `site_id` in the body: operator role on that site (an unknown or invisible site is 404). A real device's `api_key` is shown exactly once; a duplicate device_id is 409.
+     */
+    post: operations["post_api_v1_devices"];
+  };
+  "/api/v1/devices/{device_id}/retire": {
+    /**
+     * Retire a device (operator)
+     * @description The device is out of service for good and kept for history: its key is destroyed at once (its next call is 401 from any isolate), its open commands are cancelled with the reason, its simulated agent stops and its presence is forgotten; its epoch ends. Only re-enrolment brings it back. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited.
+     */
+    post: operations["post_api_v1_devices_device_id_retire"];
+  };
+  "/api/v1/devices/{device_id}/reenrol": {
+    /**
+     * Re-enrol a device with a new key (operator)
+     * @description For a device that was wiped or repaired (active, suspended or retired): a new epoch and a new `api_key`, shown once; the old key stops working at once; the device is active again. Simulated devices get no key; their agent starts again. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited.
+     */
+    post: operations["post_api_v1_devices_device_id_reenrol"];
+  };
+  "/api/v1/devices/{device_id}/transfer": {
+    /**
+     * Move a device to another site (operator on both)
+     * @description Operator role on the device's site and on `target_site_id` (an unknown or invisible target is 404, a lower role there 403; the device's own site is 409). The device gets a new lifecycle epoch and a new `api_key`, shown once (simulated devices: none); the old key stops working at once. In the old site's hub its open commands are cancelled with the reason, and its metrics history and simulated-agent state are dropped: it starts afresh in the new site, whose hub learns of it at once. Its state history, audit events and health checks keep the site they were written for; both sites' audit trails record the move. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited.
+     */
+    post: operations["post_api_v1_devices_device_id_transfer"];
+  };
+  "/api/v1/devices/{device_id}/audit-logs": {
+    /**
+     * A device's audit events, newest first
+     * @description Every audit event naming the device (registration, lifecycle, commands, presence). Paged with `limit` (default 50, max 500) and `offset`; `total` counts them all.
+     */
+    get: operations["get_api_v1_devices_device_id_audit_logs"];
+  };
+  "/api/v1/devices/{device_id}/jobs": {
+    /**
+     * Jobs that targeted a device, newest first
+     * @description Each job the device took part in, with the job's status and the device's own execution (status, command, result, error). Paged with `limit` (default 50, max 500) and `offset`; `total` counts them all.
+     */
+    get: operations["get_api_v1_devices_device_id_jobs"];
+  };
+  "/api/v1/devices/{device_id}/error-logs": {
+    /**
+     * Errors reported about a device, newest first
+     * @description Error reports whose context names the device (`context.device_id`), folded as in the error log. Paged with `limit` (default 50, max 500) and `offset`; `total` counts them all.
+     */
+    get: operations["get_api_v1_devices_device_id_error_logs"];
+  };
+  "/api/v1/devices/{device_id}/state-history": {
+    /**
+     * A device's state changes, newest first
+     * @description The same timeline as `GET /api/v1/metrics/device-state-history/{device_id}`: the last `hours` (1–720, default 24) of presence transitions, lifecycle changes (suspend, resume, retire, transfer, re-enrol, archive) and reported changes, with who and why. Paged (`limit` ≤ 500) with `total`.
+     */
+    get: operations["get_api_v1_devices_device_id_state_history"];
+  };
+  "/api/v1/devices/device/{device_id}/permissions": {
+    /**
+     * A device's permissions
+     * @description The device itself (X-Device-ID + X-API-Key; another device's are 403), or a user with the viewer role on its site. `permissions` is what the device allows now, `capabilities` what its OS can allow. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+     */
+    get: operations["get_api_v1_devices_device_device_id_permissions"];
+    /**
+     * Set a device's permissions
+     * @description The device itself sets what its owner allows; only the permissions named change. Granting what its OS cannot do is 422; a device that is not active is 409. A user (operator role on the device's site) may only revoke, as with `.../permissions/admin-override`: naming `true` is 403. Every call is audited as `permission_change` with the old and new values. Commands needing a permission no longer granted are refused from the next queueing on. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+     */
+    patch: operations["patch_api_v1_devices_device_device_id_permissions"];
+  };
+  "/api/v1/devices/device/{device_id}/permissions/admin-override": {
+    /**
+     * Revoke a device's permissions (operator)
+     * @description Operator role on the device's site. Only revocation: any permission named `true` is 403 with `permissions` listing them, and nothing changes; the grant is the device owner's to give. Audited as `permission_change` with the operator. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+     */
+    patch: operations["patch_api_v1_devices_device_device_id_permissions_admin_override"];
+  };
+  "/api/v1/devices/{device_id}/config-history": {
+    /**
+     * Configuration changes a device reported, newest first
+     * @description Viewer role on the device's site. Paged with `limit` (default 50, max 500) and `offset`; `total` counts all.
+     */
+    get: operations["get_api_v1_devices_device_id_config_history"];
   };
   "/api/v1/agent/heartbeat": {
     /**
@@ -487,7 +588,7 @@ export interface paths {
   "/api/v1/agent/device-dna": {
     /**
      * Device DNA
-     * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported).
+     * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported). Also takes the original agents' fields: `device_token` (its push token, used for pushes from now on), `device_source`, `wan_ip`, `firmware_version` and `peripherals`. Answers the original service's envelope (`status`, `message`, `data`) beside the flat fields.
      */
     post: operations["post_api_v1_agent_device_dna"];
   };
@@ -503,6 +604,34 @@ export interface paths {
      * Without an `Upgrade: websocket` header the answer is 200: whether the device has a channel open.
      */
     get: operations["get_api_v1_agent_channel"];
+  };
+  "/api/v1/agent/logs": {
+    /**
+     * A line of the device's log
+     * @description Stored in the error log (category `device`) with the device and site; `level` becomes its severity. The device reads its own lines back with `GET /api/v1/agent/{device_id}/logs`. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+     */
+    post: operations["post_api_v1_agent_logs"];
+  };
+  "/api/v1/agent/{device_id}/logs": {
+    /**
+     * The device's own log lines, newest first
+     * @description Only the calling device's own (another device's id is 403). `limit` default 50, max 500. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+     */
+    get: operations["get_api_v1_agent_device_id_logs"];
+  };
+  "/api/v1/agent/audit": {
+    /**
+     * An audit event recorded on the device
+     * @description Into the audit trail with the device and site, `metadata.reported_by: device`. Only device-side event types (listed in the schema); any other is 422. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+     */
+    post: operations["post_api_v1_agent_audit"];
+  };
+  "/api/v1/agent/config-history": {
+    /**
+     * A configuration change the device made
+     * @description What changed (before and after), whether it worked, the performance before and after, and any rollback. Operators read it with `GET /api/v1/devices/{device_id}/config-history`. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+     */
+    post: operations["post_api_v1_agent_config_history"];
   };
   "/api/v1/analytics/device-metrics": {
     /**
@@ -602,7 +731,7 @@ export interface paths {
      *
      * Simulated agents act at once: a notification is `delivered`; a config push (or `config_version`, or action `update`) with a new version is `accepted` and runs the update lifecycle idle → downloading → updating → restarting → health_check → ready over some seconds (watch `agent.state` on the live channel), or fails back to idle with an error health record; the same version is `up_to_date`; while an update runs a different one is 409 unless `force`. Actions `restart`, `health_check`, `ping`, `backup`, `clear_cache` are `completed` with their result.
      *
-     * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`.
+     * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`; a command needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions` (docs/original-agents.md maps them), and nothing is queued.
      */
     post: operations["post_api_v1_agents_device_id_push"];
   };
@@ -707,7 +836,7 @@ export interface paths {
      * Export the audit events of a period (administrators)
      * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
      *
-     * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+     * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`, `prev_hash`, `hash`.
      *
      * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
      */
@@ -755,8 +884,8 @@ export interface paths {
   };
   "/api/v1/audit/status": {
     /**
-     * The audit trail's retention state (administrators)
-     * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+     * The audit trail's retention and delivery state (administrators)
+     * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written; the open live-stream subscribers, and alert and integration notifications waiting for a retry or given up on in the last day. Every figure is counted on this request.
      */
     get: operations["get_api_v1_audit_status"];
   };
@@ -787,6 +916,20 @@ export interface paths {
      * @description One retention run, as the minute cron does it: archives what the policy says is due and deletes what it allows, within the same per-run bounds, and reports what it did (also recorded as the latest run). Without a policy nothing is pruned and `run` is null. A run that failed part-way reports its error and keeps what it did.
      */
     post: operations["post_api_v1_audit_optimize"];
+  };
+  "/api/v1/push/pending": {
+    /**
+     * Pushes waiting for this device (device)
+     * @description The notifications sent to the calling device (`POST /api/v1/push/send`) that it has not answered yet, oldest first, at most 50: the same records push send reports on. `message_id` is the push's command id. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+     */
+    get: operations["get_api_v1_push_pending"];
+  };
+  "/api/v1/push/ack": {
+    /**
+     * Answer a push (device)
+     * @description `delivered` completes the push's command, `failed` fails it with `error_message`; push send's status read shows it. A message of another device is 404 and changes nothing; a different answer to one already answered is 409. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+     */
+    post: operations["post_api_v1_push_ack"];
   };
   "/api/v1/push/platforms": {
     /**
@@ -965,6 +1108,136 @@ export interface paths {
      */
     get: operations["get_predict_device_id"];
   };
+  "/api/v1/devices/{device_id}/twin": {
+    /**
+     * A device's twin
+     * @description Desired (the device's own document), reported, the effective desired document with the source of each leaf, the delta, versions and whether the device is in sync. The ETag is the desired version, for If-Match on a change.
+     */
+    get: operations["get_api_v1_devices_device_id_twin"];
+  };
+  "/api/v1/devices/{device_id}/twin/desired": {
+    /**
+     * Change a device's desired state (operator)
+     * @description A JSON merge patch of the device's own desired document. If-Match with the ETag of the twin it is based on is required: 428 without it, 412 when the twin changed since (read it again). A patch that changes something bumps the version and is audited as `config_updated` with the changed keys; the device hears of its new effective state at once on its channel, or from `desired_version` on its next heartbeat. A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+     */
+    patch: operations["patch_api_v1_devices_device_id_twin_desired"];
+  };
+  "/api/v1/sites/{site_id}/twin-template": {
+    /**
+     * The site's twin template
+     * @description Desired defaults for every device of the site, layered over the tenant's segment template and under each device's own desired document.
+     */
+    get: operations["get_api_v1_sites_site_id_twin_template"];
+    /**
+     * Replace the site's twin template (operator)
+     * @description Replaces the whole template (an empty object clears it); audited as `config_updated`. Every device of the site is recomputed in the site's hub, and each whose effective desired state changed hears of it. A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+     */
+    put: operations["put_api_v1_sites_site_id_twin_template"];
+  };
+  "/api/v1/sites/{site_id}/drift": {
+    /**
+     * Devices drifting from their desired state
+     * @description Devices whose reported state does not match their effective desired state, longest drifting first, with the differing keys and for how long. A device that never reported drifts from the moment something is desired of it.
+     */
+    get: operations["get_api_v1_sites_site_id_drift"];
+  };
+  "/api/v1/tenants/{tenant_id}/twin-templates/{segment}": {
+    /**
+     * A tenant's twin template for a device type (tenant members)
+     * @description Readable by any member of the tenant and administrators; members of one site only see its effect through their devices' effective documents and sources. An unknown tenant, or one the caller is not a member of, is 404.
+     */
+    get: operations["get_api_v1_tenants_tenant_id_twin_templates_segment"];
+    /**
+     * Replace a tenant's twin template for a device type (tenant owner)
+     * @description The bottom layer of the effective desired state of every device of that type on the tenant's sites. Tenant owners and administrators only (403 for other members); audited as `config_updated`. Each of the tenant's sites is recomputed in its hub, one call per site. A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+     */
+    put: operations["put_api_v1_tenants_tenant_id_twin_templates_segment"];
+  };
+  "/api/v1/agent/twin": {
+    /**
+     * The device's desired state
+     * @description The effective desired document, its version (the ETag, and the heartbeat's `desired_version`) and the delta against the device's last report. With If-None-Match naming the current version the answer is 304 with no body.
+     */
+    get: operations["get_api_v1_agent_twin"];
+  };
+  "/api/v1/agent/twin/reported": {
+    /**
+     * Report what the device runs
+     * @description A JSON merge patch of the device's reported document. Answers the desired state with the delta that remains (empty once the device runs what is desired). A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+     */
+    patch: operations["patch_api_v1_agent_twin_reported"];
+  };
+  "/api/v1/audit/events/stream": {
+    /**
+     * Live audit events (server-sent events)
+     * @description Audit events as they are recorded, as `text/event-stream`: each is `id: <event id>` and `data: <AuditEvent JSON>` (the `AuditEvent` schema; no `event:` field, so `EventSource.onmessage` receives them all), in id order, each once it is sealed into its hash chain (within seconds of being recorded).
+     *
+     * Resumes after the `Last-Event-ID` header (EventSource sends it on reconnect) or `?since=`, without gap or duplicate: recent events come from memory, older ones from storage. A resume that would replay more than 5000 events sends those and ends the stream; reconnecting continues from the last id.
+     *
+     * Filters: category, severity, event_type, site_id. Administrators may watch every site; any other user must name a `site_id` on which they have the viewer role (403 otherwise). A comment line every 20 s keeps the connection open.
+     */
+    get: operations["get_api_v1_audit_events_stream"];
+  };
+  "/api/v1/audit/verify": {
+    /**
+     * Verify an audit hash chain
+     * @description Walks one chain — a site's, or the service-wide chain of events that name no site — in id order, recomputing each sealed event's hash, and reports the first broken link. Rows at the end not sealed yet are counted, not failed. Walks at most 20000 rows per call (continue with `after_id`). See docs/audit.md for what the chain does and does not prove.
+     */
+    get: operations["get_api_v1_audit_verify"];
+  };
+  "/api/v1/audit/alerts": {
+    /** List alert rules */
+    get: operations["get_api_v1_audit_alerts"];
+    /**
+     * Create an alert rule
+     * @description Counts matching audit events in a sliding window as they are published; when the count reaches `threshold` the rule fires once (it re-arms when the count falls below again) and not again within `cooldown`. A firing is sent to the webhook (signed JSON: the rule, the window, the count and up to 10 sample events) and/or by e-mail, with up to 6 tries over about an hour (jittered exponential backoff); every try is in the delivery log. Recorded as `config_updated`. See docs/audit.md.
+     */
+    post: operations["post_api_v1_audit_alerts"];
+  };
+  "/api/v1/audit/alerts/{alert_id}": {
+    /** Read an alert rule */
+    get: operations["get_api_v1_audit_alerts_alert_id"];
+    /**
+     * Delete an alert rule
+     * @description Deletes the rule, its delivery log and its notifications still waiting for a try. Recorded as `config_updated`.
+     */
+    delete: operations["delete_api_v1_audit_alerts_alert_id"];
+    /**
+     * Change an alert rule
+     * @description Changes the fields given. Its window restarts empty when the rule is re-read. Recorded as `config_updated`.
+     */
+    patch: operations["patch_api_v1_audit_alerts_alert_id"];
+  };
+  "/api/v1/audit/alerts/{alert_id}/deliveries": {
+    /**
+     * An alert rule's delivery log
+     * @description Every try of every notification, newest first: `retrying` (with `next_attempt_at`), then `delivered` or `failed` (after 6 tries, or at once when the destination is refused or e-mail is unavailable).
+     */
+    get: operations["get_api_v1_audit_alerts_alert_id_deliveries"];
+  };
+  "/api/v1/audit/integrations": {
+    /** List integrations */
+    get: operations["get_api_v1_audit_integrations"];
+    /**
+     * Forward audit events to a syslog collector or a webhook
+     * @description From now on every published audit event that passes the filter is forwarded, in batches as they are published (a webhook gets `{type: "audit.events", integration_id, events: [AuditEvent…]}`, signed like alert webhooks), with up to 6 tries over about an hour. Recorded as `config_updated`.
+     */
+    post: operations["post_api_v1_audit_integrations"];
+  };
+  "/api/v1/audit/integrations/{integration_id}": {
+    /**
+     * Delete an integration
+     * @description Stops forwarding; forwards still waiting for a try are dropped. Recorded as `config_updated`.
+     */
+    delete: operations["delete_api_v1_audit_integrations_integration_id"];
+  };
+  "/api/v1/audit/test": {
+    /**
+     * Send a test event through every integration
+     * @description Sends one `integration_test` event (not stored in the trail) to every integration now, once (no retry), and reports each result.
+     */
+    post: operations["post_api_v1_audit_test"];
+  };
   "/sites": {
     /**
      * List the sites the caller can access
@@ -1026,7 +1299,7 @@ export interface paths {
     /**
      * Queue a command for a device (operator)
      * @deprecated
-     * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
+     * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. A command type needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions`. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
      */
     post: operations["post_devices_device_id_commands"];
   };
@@ -1080,7 +1353,7 @@ export interface paths {
     /**
      * Update a device (operator)
      * @deprecated
-     * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`.
+     * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`. A retired or archived device is 409.
      */
     patch: operations["patch_devices_device_id"];
   };
@@ -1088,7 +1361,7 @@ export interface paths {
     /**
      * Rotate a device's API key (operator)
      * @deprecated
-     * @description The new key is shown once; the old key is rejected from the next call on.
+     * @description The new key is shown once; the old key is rejected from the next call on. A retired or archived device is 409 (re-enrol a retired one instead).
      */
     post: operations["post_devices_device_id_rotate_key"];
   };
@@ -1096,7 +1369,7 @@ export interface paths {
     /**
      * Suspend a device (operator)
      * @deprecated
-     * @description A suspended device's calls answer 403 at once; its data stays. Idempotent.
+     * @description A suspended device's calls answer 403 at once; its data stays. Idempotent. A retired or archived device is 409.
      */
     post: operations["post_devices_device_id_suspend"];
   };
@@ -1104,7 +1377,7 @@ export interface paths {
     /**
      * Resume a suspended device (operator)
      * @deprecated
-     * @description The device may call in again with its existing key. Idempotent.
+     * @description The device may call in again with its existing key. Idempotent. A retired or archived device is 409.
      */
     post: operations["post_devices_device_id_resume"];
   };
@@ -1112,7 +1385,7 @@ export interface paths {
     /**
      * Restart a device (operator)
      * @deprecated
-     * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
+     * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health; if the device's owner has not granted `root_access` it is 403 with `required_permissions` and `missing_permissions` and nothing is queued. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
      */
     post: operations["post_devices_device_id_restart"];
   };
@@ -1150,7 +1423,7 @@ export interface paths {
     /**
      * Device DNA
      * @deprecated
-     * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported).
+     * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported). Also takes the original agents' fields: `device_token` (its push token, used for pushes from now on), `device_source`, `wan_ip`, `firmware_version` and `peripherals`. Answers the original service's envelope (`status`, `message`, `data`) beside the flat fields.
      */
     post: operations["post_agent_device_dna"];
   };
@@ -1192,7 +1465,7 @@ export interface paths {
      *
      * Simulated agents act at once: a notification is `delivered`; a config push (or `config_version`, or action `update`) with a new version is `accepted` and runs the update lifecycle idle → downloading → updating → restarting → health_check → ready over some seconds (watch `agent.state` on the live channel), or fails back to idle with an error health record; the same version is `up_to_date`; while an update runs a different one is 409 unless `force`. Actions `restart`, `health_check`, `ping`, `backup`, `clear_cache` are `completed` with their result.
      *
-     * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`.
+     * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`; a command needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions` (docs/original-agents.md maps them), and nothing is queued.
      */
     post: operations["post_agents_device_id_push"];
   };
@@ -1312,7 +1585,7 @@ export interface paths {
      * @deprecated
      * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
      *
-     * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+     * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`, `prev_hash`, `hash`.
      *
      * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
      */
@@ -1365,9 +1638,9 @@ export interface paths {
   };
   "/audit/status": {
     /**
-     * The audit trail's retention state (administrators)
+     * The audit trail's retention and delivery state (administrators)
      * @deprecated
-     * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+     * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written; the open live-stream subscribers, and alert and integration notifications waiting for a retry or given up on in the last day. Every figure is counted on this request.
      */
     get: operations["get_audit_status"];
   };
@@ -1402,6 +1675,95 @@ export interface paths {
      * @description One retention run, as the minute cron does it: archives what the policy says is due and deletes what it allows, within the same per-run bounds, and reports what it did (also recorded as the latest run). Without a policy nothing is pruned and `run` is null. A run that failed part-way reports its error and keeps what it did.
      */
     post: operations["post_audit_optimize"];
+  };
+  "/audit/events/stream": {
+    /**
+     * Live audit events (server-sent events)
+     * @deprecated
+     * @description Audit events as they are recorded, as `text/event-stream`: each is `id: <event id>` and `data: <AuditEvent JSON>` (the `AuditEvent` schema; no `event:` field, so `EventSource.onmessage` receives them all), in id order, each once it is sealed into its hash chain (within seconds of being recorded).
+     *
+     * Resumes after the `Last-Event-ID` header (EventSource sends it on reconnect) or `?since=`, without gap or duplicate: recent events come from memory, older ones from storage. A resume that would replay more than 5000 events sends those and ends the stream; reconnecting continues from the last id.
+     *
+     * Filters: category, severity, event_type, site_id. Administrators may watch every site; any other user must name a `site_id` on which they have the viewer role (403 otherwise). A comment line every 20 s keeps the connection open.
+     */
+    get: operations["get_audit_events_stream"];
+  };
+  "/audit/verify": {
+    /**
+     * Verify an audit hash chain
+     * @deprecated
+     * @description Walks one chain — a site's, or the service-wide chain of events that name no site — in id order, recomputing each sealed event's hash, and reports the first broken link. Rows at the end not sealed yet are counted, not failed. Walks at most 20000 rows per call (continue with `after_id`). See docs/audit.md for what the chain does and does not prove.
+     */
+    get: operations["get_audit_verify"];
+  };
+  "/audit/alerts": {
+    /**
+     * List alert rules
+     * @deprecated
+     */
+    get: operations["get_audit_alerts"];
+    /**
+     * Create an alert rule
+     * @deprecated
+     * @description Counts matching audit events in a sliding window as they are published; when the count reaches `threshold` the rule fires once (it re-arms when the count falls below again) and not again within `cooldown`. A firing is sent to the webhook (signed JSON: the rule, the window, the count and up to 10 sample events) and/or by e-mail, with up to 6 tries over about an hour (jittered exponential backoff); every try is in the delivery log. Recorded as `config_updated`. See docs/audit.md.
+     */
+    post: operations["post_audit_alerts"];
+  };
+  "/audit/alerts/{alert_id}": {
+    /**
+     * Read an alert rule
+     * @deprecated
+     */
+    get: operations["get_audit_alerts_alert_id"];
+    /**
+     * Delete an alert rule
+     * @deprecated
+     * @description Deletes the rule, its delivery log and its notifications still waiting for a try. Recorded as `config_updated`.
+     */
+    delete: operations["delete_audit_alerts_alert_id"];
+    /**
+     * Change an alert rule
+     * @deprecated
+     * @description Changes the fields given. Its window restarts empty when the rule is re-read. Recorded as `config_updated`.
+     */
+    patch: operations["patch_audit_alerts_alert_id"];
+  };
+  "/audit/alerts/{alert_id}/deliveries": {
+    /**
+     * An alert rule's delivery log
+     * @deprecated
+     * @description Every try of every notification, newest first: `retrying` (with `next_attempt_at`), then `delivered` or `failed` (after 6 tries, or at once when the destination is refused or e-mail is unavailable).
+     */
+    get: operations["get_audit_alerts_alert_id_deliveries"];
+  };
+  "/audit/integrations": {
+    /**
+     * List integrations
+     * @deprecated
+     */
+    get: operations["get_audit_integrations"];
+    /**
+     * Forward audit events to a syslog collector or a webhook
+     * @deprecated
+     * @description From now on every published audit event that passes the filter is forwarded, in batches as they are published (a webhook gets `{type: "audit.events", integration_id, events: [AuditEvent…]}`, signed like alert webhooks), with up to 6 tries over about an hour. Recorded as `config_updated`.
+     */
+    post: operations["post_audit_integrations"];
+  };
+  "/audit/integrations/{integration_id}": {
+    /**
+     * Delete an integration
+     * @deprecated
+     * @description Stops forwarding; forwards still waiting for a try are dropped. Recorded as `config_updated`.
+     */
+    delete: operations["delete_audit_integrations_integration_id"];
+  };
+  "/audit/test": {
+    /**
+     * Send a test event through every integration
+     * @deprecated
+     * @description Sends one `integration_test` event (not stored in the trail) to every integration now, once (no retry), and reports each result.
+     */
+    post: operations["post_audit_test"];
   };
 }
 
@@ -1473,10 +1835,10 @@ export interface components {
       full_name?: string;
       username?: string;
       /**
-       * @description Accepted for compatibility; never grants administrator rights
-       * @enum {string}
+       * @description `client` or `admin`, in any letter case (the original's clients send `Client`, `Admin` or lower case). Accepted for compatibility; never grants administrator rights
+       * @example Client
        */
-      role?: "Client" | "Admin";
+      role?: string;
     };
     LoginResponse: {
       success: boolean;
@@ -1596,6 +1958,10 @@ export interface components {
           last_seen: string | null;
         })[];
       last_updated: string;
+      /** @description Devices whose reported state matches their effective desired state */
+      twin_in_sync_devices: number;
+      /** @description Devices whose reported state differs from it (GET /api/v1/sites/{site_id}/drift lists them) */
+      twin_drifted_devices: number;
     };
     MemberList: {
       members: components["schemas"]["Member"][];
@@ -1743,14 +2109,26 @@ export interface components {
       oldest_seq: number;
       subscribers: number;
     };
-    ClaimEnrolmentIntentResponse: {
-      /** @description The device's API key for X-API-Key; shown once, only its bcrypt hash is stored */
-      api_key: string;
-      /** @description The device's id for X-Device-ID */
+    /** @description The new device's credentials, flat and again under `data` (the original service's envelope); the api_key is shown only here */
+    ProvisionResponse: {
       device_id: string;
-      /** @description The lifecycle epoch the claim started */
-      epoch_id: string;
+      api_key: string;
       site_id: string;
+      epoch_id: string;
+      /**
+       * @description Envelope the original service's agents parse
+       * @enum {string}
+       */
+      status: "success";
+      message: string;
+      /** @description The same values again, with the device's creation time: where the original service's agents read them */
+      data: {
+        device_id: string;
+        api_key: string;
+        site_id: string;
+        epoch_id: string;
+        created_at: string;
+      };
     };
     ClaimEnrolmentIntentRequest: {
       claim_token: string;
@@ -1760,6 +2138,8 @@ export interface components {
       device_type?: string;
       /** @description Required, and must match, when the intent has an expected device identity */
       device_identity?: string;
+      /** @description The original agents' name for `device_identity`, read when that is absent */
+      expected_device_identity?: string;
     };
     Tenant: {
       tenant_id: string;
@@ -1780,8 +2160,11 @@ export interface components {
       /** @enum {string} */
       device_source: "real" | "simulated";
       enrollment_method: string;
-      /** @enum {string} */
-      lifecycle_state: "active" | "suspended" | "retired";
+      /**
+       * @description active; suspended (calls refused, data kept); retired (key revoked, kept for history); archived (read-only). docs/device-lifecycle.md
+       * @enum {string}
+       */
+      lifecycle_state: "active" | "suspended" | "retired" | "archived";
       last_seen: string | null;
       created_at: string;
       updated_at: string;
@@ -1817,6 +2200,61 @@ export interface components {
        */
       device_source?: "real" | "simulated";
     };
+    SiteDeviceSummaryPage: {
+      sites: components["schemas"]["SiteDeviceSummary"][];
+      total: number;
+      limit: number;
+      offset: number;
+    };
+    SiteDeviceSummary: {
+      site_id: string;
+      name: string;
+      description: string | null;
+      location: string | null;
+      is_active: boolean;
+      created_at: string;
+      updated_at: string;
+      total_devices: number;
+      /** @description Devices by their last known status */
+      by_status: {
+        online: number;
+        offline: number;
+        error: number;
+        [key: string]: number;
+      };
+      by_lifecycle_state: {
+        active: number;
+        suspended: number;
+        retired: number;
+        archived: number;
+        [key: string]: number;
+      };
+    };
+    SiteWithDevices: {
+      site_id: string;
+      name: string;
+      description: string | null;
+      location: string | null;
+      is_active: boolean;
+      created_at: string;
+      updated_at: string;
+      total_devices: number;
+      /** @description Devices by their last known status */
+      by_status: {
+        online: number;
+        offline: number;
+        error: number;
+        [key: string]: number;
+      };
+      by_lifecycle_state: {
+        active: number;
+        suspended: number;
+        retired: number;
+        archived: number;
+        [key: string]: number;
+      };
+      devices: components["schemas"]["DeviceListItem"][];
+    };
     PendingCommands: {
       commands: components["schemas"]["Command"][];
     };
@@ -1845,6 +2283,15 @@ export interface components {
       result?: unknown;
       error_message: string | null;
       created_by: string | null;
+    };
+    ConsentRefusal: {
+      detail: string;
+      /** @description What the command type needs */
+      required_permissions?: ("root_access" | "command_execution" | "process_monitoring" | "filesystem_access" | "network_monitoring")[];
+      /** @description What of that the device's owner has not granted */
+      missing_permissions?: ("root_access" | "command_execution" | "process_monitoring" | "filesystem_access" | "network_monitoring")[];
+      /** @description Permissions an operator asked to grant (only the device may) */
+      permissions?: ("root_access" | "command_execution" | "process_monitoring" | "filesystem_access" | "network_monitoring")[];
     };
     QueueCommandRequest: {
       /**
@@ -1883,12 +2330,6 @@ export interface components {
       device_id?: string;
       /** @description Accepted and ignored */
       site_id?: string;
-    };
-    ProvisionResponse: {
-      device_id: string;
-      api_key: string;
-      site_id: string;
-      epoch_id: string;
     };
     ProvisionRequest: {
       site_id: string;
@@ -2039,6 +2480,194 @@ export interface components {
       /** @description Default: all of payment, printer, display, network */
       test_components?: ("payment" | "printer" | "display" | "network")[];
     };
+    CreateDeviceWithSiteRequest: components["schemas"]["CreateDeviceRequest"] & {
+      site_id: string;
+    };
+    DeviceLifecycleChange: {
+      /** @enum {string} */
+      action: "suspend" | "resume" | "retire" | "transfer" | "reenrol" | "archive" | "purge";
+      device_id: string;
+      /** @description The device's site after the action */
+      site_id: string;
+      /** @description Transfers: the site it left */
+      previous_site_id: string | null;
+      /** @enum {string} */
+      lifecycle_state: "active" | "suspended" | "retired" | "archived" | "purged";
+      /** @description The lifecycle epoch a transfer or re-enrolment started */
+      epoch_id: string | null;
+      /** @description Open commands of the device cancelled by this action (with its reason) */
+      cancelled_commands: string[];
+      reason: string | null;
+      at: string;
+      /** @description Transfer and re-enrolment of a real device: its new key, shown once (never in a replayed answer) */
+      api_key?: string;
+    };
+    LifecycleReason: {
+      /** @description Why; kept in the audit event and the device's state history */
+      reason?: string;
+    };
+    TransferDeviceRequest: {
+      /** @description The site the device moves to; the caller must be an operator there too */
+      target_site_id: string;
+      /** @description Why it moves; kept in both sites' audit trails */
+      reason: string;
+    };
+    DeviceAuditPage: {
+      device_id: string;
+      events: ({
+          id: number;
+          event_type: string;
+          category: string;
+          severity: string;
+          description: string | null;
+          user_id: number | null;
+          job_id: string | null;
+          site_id: string | null;
+          event_metadata: {
+            [key: string]: unknown;
+          };
+          ip_address: string | null;
+          created_at: string;
+        })[];
+      total: number;
+      limit: number;
+      offset: number;
+    };
+    DeviceJobPage: {
+      device_id: string;
+      jobs: ({
+          job_id: string;
+          site_id: string;
+          action: string;
+          priority: string;
+          /** @description The job as a whole */
+          job_status: string;
+          /** @description This device's part of it */
+          execution_status: string;
+          command_id: string | null;
+          result?: unknown;
+          error_message: string | null;
+          created_at: string;
+          completed_at: string | null;
+        })[];
+      total: number;
+      limit: number;
+      offset: number;
+    };
+    DeviceErrorPage: {
+      device_id: string;
+      errors: ({
+          id: number;
+          category: string;
+          severity: string;
+          error_message: string;
+          context: {
+            [key: string]: unknown;
+          } | null;
+          resolution_status: string;
+          occurrences: number;
+          first_seen_at: string;
+          last_seen_at: string;
+        })[];
+      total: number;
+      limit: number;
+      offset: number;
+    };
+    DeviceStateHistory: {
+      device_id: string;
+      site_id: string;
+      hours: number;
+      since: string;
+      until: string;
+      total: number;
+      limit: number;
+      offset: number;
+      /** @description Newest first */
+      history: ({
+          id: number;
+          timestamp: string;
+          previous_state: string | null;
+          new_state: string;
+          /** @description user (an operator) or system (presence, the device itself) */
+          changed_by: string;
+          /** @description The operator, when one made the change */
+          user_id: number | null;
+          /**
+           * @description presence: heartbeats and their absence; lifecycle: suspend/resume; reported: POST /api/v1/analytics/device-state-change
+           * @enum {string}
+           */
+          source: "presence" | "lifecycle" | "reported";
+          reason: string | null;
+          extra_data: {
+            [key: string]: unknown;
+          } | null;
+        })[];
+    };
+    /** @description The original service's envelope, which its agents read `data.permissions` from */
+    DevicePermissions: {
+      /** @enum {string} */
+      status: "success";
+      data: {
+        device_id: string;
+        /** @description What the device allows now (never more than its capabilities) */
+        permissions: {
+          root_access: boolean;
+          command_execution: boolean;
+          process_monitoring: boolean;
+          filesystem_access: boolean;
+          network_monitoring: boolean;
+        };
+        /** @description What the device's OS can allow */
+        capabilities: {
+          root_access: boolean;
+          command_execution: boolean;
+          process_monitoring: boolean;
+          filesystem_access: boolean;
+          network_monitoring: boolean;
+        };
+        /** @description false until the device first sets its permissions; until then it is not restricted beyond its OS */
+        configured: boolean;
+        updated_at: string | null;
+        message: string;
+      };
+    };
+    PermissionsUpdate: {
+      /** @description Only the permissions named change */
+      permissions: {
+        root_access?: boolean;
+        command_execution?: boolean;
+        process_monitoring?: boolean;
+        filesystem_access?: boolean;
+        network_monitoring?: boolean;
+      };
+    };
+    ConfigHistoryPage: {
+      device_id: string;
+      changes: components["schemas"]["ConfigChange"][];
+      total: number;
+      limit: number;
+      offset: number;
+    };
+    ConfigChange: {
+      id: number;
+      device_id: string;
+      site_id: string;
+      action: string;
+      parameter_name: string;
+      old_value?: unknown;
+      new_value?: unknown;
+      success: boolean;
+      change_reason: string | null;
+      performance_before?: unknown;
+      performance_after?: unknown;
+      was_rolled_back: boolean;
+      rollback_reason: string | null;
+      rollback_success: boolean | null;
+      rollback_performance?: unknown;
+      rolled_back_at: string | null;
+      timestamp: string;
+      created_at: string;
+    };
     HeartbeatResponse: {
       /** @enum {string} */
       status: "ok";
@@ -2046,17 +2675,16 @@ export interface components {
       device_status: string;
       next_heartbeat_s: number;
       server_time: string;
+      /** @description The version of the device's effective desired state (its twin); when it differs from the one the device last fetched, GET /api/v1/agent/twin */
+      desired_version: number;
     };
     Heartbeat: {
       /** @description Must equal X-Device-ID when present (403 otherwise) */
       device_id?: string;
       /** @description Ignored: the device's site is known */
       site_id?: string;
-      /**
-       * @description What the device says of itself; error/unhealthy marks it in error
-       * @enum {string}
-       */
-      status?: "online" | "healthy" | "error" | "unhealthy";
+      /** @description What the device says of itself, in any letter case (the original agents send `ONLINE`); error/unhealthy marks it in error */
+      status?: string;
       uptime_seconds?: number;
       /** @description Changes when the device reboots */
       boot_id?: string;
@@ -2114,9 +2742,28 @@ export interface components {
     };
     DnaResponse: {
       /** @enum {string} */
-      status: "ok";
+      status: "success";
+      message: string;
       device_id: string;
       updated_at: string;
+      /** @description The original service's envelope: the device as recorded */
+      data: {
+        device_id: string;
+        site_id: string;
+        lifecycle_state: string;
+        mac_address: string | null;
+        os_details: string | null;
+        local_ip: string | null;
+        wan_ip: string | null;
+        peripherals: {
+          [key: string]: unknown;
+        } | null;
+        /**
+         * @description Always false: DNA describes a device that is already enrolled
+         * @enum {boolean}
+         */
+        created: false;
+      };
     };
     DeviceDna: {
       /** @description Must equal X-Device-ID when present (403 otherwise) */
@@ -2130,6 +2777,20 @@ export interface components {
       os_type?: string;
       os_version?: string;
       firmware?: string;
+      /** @description The device's vendor push token (FCM or APNs); pushes to the device use it from now on */
+      device_token?: string;
+      /**
+       * @description What the original service's agents say they run on; kept with the DNA. It never makes a device simulated: an emulator calling in is a real caller
+       * @enum {string}
+       */
+      device_source?: "physical" | "emulator" | "simulation";
+      wan_ip?: string;
+      /** @description The original agents' name for `firmware`; stored there when `firmware` is absent */
+      firmware_version?: string;
+      /** @description Attached devices, as the original agents report them: name → value (at most 50) */
+      peripherals?: {
+        [key: string]: string | number | boolean | null;
+      };
       [key: string]: (string | number | boolean | null) | undefined;
     };
     DeviceChannelState: {
@@ -2137,6 +2798,110 @@ export interface components {
       site_id: string;
       /** @description The device has a channel socket open to its hub now */
       connected: boolean;
+    };
+    DeviceLogStored: {
+      /** @enum {string} */
+      status: "success";
+      message: string;
+      data: {
+        id: number;
+        created_at: string;
+        severity: string;
+      };
+    };
+    DeviceLogLine: {
+      /** @description Must equal X-Device-ID when present (403 otherwise) */
+      device_id?: string;
+      message: string;
+      /** @description info (default), warning or warn, error, critical; any other level is kept as info */
+      level?: string;
+      /** @description The device's own category (device, push, network…); default device */
+      category?: string;
+      /** @description Device clock; kept beside the server's time */
+      timestamp?: string;
+      /** @description What else the device says about the line (a JSON object, at most 8 KB) */
+      context?: {
+        [key: string]: unknown;
+      };
+    };
+    DeviceLogs: {
+      /** @enum {string} */
+      status: "success";
+      message: string;
+      data: ({
+          id: number;
+          timestamp: string;
+          category: string;
+          severity: string;
+          error_code: string | null;
+          error_message: string;
+          resolved: boolean;
+        })[];
+    };
+    DeviceAuditStored: {
+      /** @enum {string} */
+      status: "success";
+      message: string;
+      data: {
+        id: number;
+        created_at: string;
+      };
+    };
+    DeviceAuditEvent: {
+      /** @description Must equal X-Device-ID when present (403 otherwise) */
+      device_id?: string;
+      /**
+       * @description Something that happened on the device; events of operators and of the service itself cannot be claimed by a device
+       * @enum {string}
+       */
+      event_type: "device_boot" | "device_shutdown" | "agent_started" | "agent_stopped" | "app_started" | "app_stopped" | "app_crashed" | "config_applied" | "config_rolled_back" | "command_executed" | "command_rejected" | "push_received" | "permission_requested" | "local_login" | "local_logout" | "peripheral_connected" | "peripheral_disconnected" | "network_changed" | "update_installed" | "update_failed" | "transaction_processed";
+      description: string;
+      /** @description Device clock; kept in the event's metadata */
+      timestamp?: string;
+      /** @description Details (a JSON object, at most 8 KB) */
+      metadata?: {
+        [key: string]: unknown;
+      };
+    };
+    ConfigChangeStored: {
+      /** @enum {string} */
+      status: "success";
+      message: string;
+      data: components["schemas"]["ConfigChange"];
+    };
+    DeviceConfigChange: {
+      /** @description Must equal X-Device-ID when present (403 otherwise) */
+      device_id?: string;
+      /** @description What the device did (update, rollback, …) */
+      action: string;
+      parameter_name: string;
+      /** @description The value before (any JSON, at most 8 KB) */
+      old_value?: unknown;
+      /** @description The value after (any JSON, at most 8 KB) */
+      new_value?: unknown;
+      /** @description Default true */
+      success?: boolean;
+      change_reason?: string;
+      /** @description When the device made the change; default now */
+      timestamp?: string;
+      /** @description Measurements before the change (a JSON object, at most 8 KB) */
+      performance_before?: {
+        [key: string]: unknown;
+      };
+      /** @description Measurements after the change (a JSON object, at most 8 KB) */
+      performance_after?: {
+        [key: string]: unknown;
+      };
+      /** @description Default false */
+      was_rolled_back?: boolean;
+      rollback_reason?: string;
+      rollback_success?: boolean;
+      /** @description Measurements after the rollback (a JSON object, at most 8 KB) */
+      rollback_performance?: {
+        [key: string]: unknown;
+      };
+      /** @description When it was rolled back */
+      rolled_back_at?: string;
     };
     /** @description One sample (flat, or nested under `health_metrics` as the original agents send it), or a batch of up to 100 flat samples (oldest first) */
     DeviceMetrics: components["schemas"]["TelemetrySample"] | components["schemas"]["NestedHealthMetrics"] | components["schemas"]["TelemetrySample"][];
@@ -2409,36 +3174,6 @@ export interface components {
           };
         }[];
     };
-    DeviceStateHistory: {
-      device_id: string;
-      site_id: string;
-      hours: number;
-      since: string;
-      until: string;
-      total: number;
-      limit: number;
-      offset: number;
-      /** @description Newest first */
-      history: ({
-          id: number;
-          timestamp: string;
-          previous_state: string | null;
-          new_state: string;
-          /** @description user (an operator) or system (presence, the device itself) */
-          changed_by: string;
-          /** @description The operator, when one made the change */
-          user_id: number | null;
-          /**
-           * @description presence: heartbeats and their absence; lifecycle: suspend/resume; reported: POST /api/v1/analytics/device-state-change
-           * @enum {string}
-           */
-          source: "presence" | "lifecycle" | "reported";
-          reason: string | null;
-          extra_data: {
-            [key: string]: unknown;
-          } | null;
-        })[];
-    };
     AgentList: {
       agents: components["schemas"]["AgentListItem"][];
       total: number;
@@ -2697,11 +3432,13 @@ export interface components {
       /** @description Cancelled before they ran (job cancelled or timed out) */
       cancelled: number;
       pending: number;
+      /** @description Not sent: the device's owner has not granted a permission the job's command needs (the execution's error_message names it) */
+      skipped: number;
     };
     JobExecution: {
       device_id: string;
       command_id: string | null;
-      /** @description The state of the device's command: pending, delivered, acknowledged, completed, failed, expired or cancelled */
+      /** @description The state of the device's command: pending, delivered, acknowledged, completed, failed, expired or cancelled; `skipped` (never sent) when the device's owner has not granted a permission the command needs, with the reason in error_message */
       status: string;
       result?: unknown;
       error_message: string | null;
@@ -2740,6 +3477,10 @@ export interface components {
       created_at: string;
       /** @description Same as created_at */
       timestamp: string;
+      /** @description The hash of the previous event of the same chain (its site's, or the service-wide chain), or 64 zeros for a chain's first event; null until the event is sealed (seconds after it is recorded). See docs/audit.md */
+      prev_hash: string | null;
+      /** @description SHA-256 (hex) over `prev_hash` and the event's canonical form; null until sealed */
+      hash: string | null;
     };
     CustomAuditEvent: {
       event_type: string;
@@ -2801,6 +3542,8 @@ export interface components {
       event_metadata?: {
         [key: string]: unknown;
       };
+      prev_hash: string | null;
+      hash: string | null;
     };
     AuditExportRequest: {
       /**
@@ -2967,6 +3710,16 @@ export interface components {
         oldest_day: string | null;
         newest_day: string | null;
       };
+      stream: {
+        /** @description Open `GET /audit/events/stream` connections */
+        subscribers: number;
+      };
+      deliveries: {
+        /** @description Alert and integration notifications whose latest try failed and that will be tried again */
+        pending_retry: number;
+        /** @description Notifications given up on (every try failed) in the last 24 hours */
+        failed_last_day: number;
+      };
       generated_at: string;
     };
     /** @description The latest retention run that archived or deleted something, failed, or was asked for; null when none in the last 30 days */
@@ -3079,6 +3832,38 @@ export interface components {
       policy: components["schemas"]["AuditRetentionPolicy"];
       run: components["schemas"]["AuditRetentionRun"];
       events_remaining: number;
+    };
+    PendingPushes: {
+      device_id: string;
+      pushes: {
+          /** @description The push's command id; answer it with POST /api/v1/push/ack */
+          message_id: string;
+          provider: string;
+          payload?: unknown;
+          sent_at: string;
+          /** @enum {string} */
+          status: "sent";
+        }[];
+    };
+    PushAckResult: {
+      /** @enum {string} */
+      status: "acknowledged";
+      message_id: string;
+      /** @enum {string} */
+      delivery: "completed" | "failed";
+    };
+    PushAck: {
+      message_id: string;
+      /** @description Must equal X-Device-ID when present (403 otherwise) */
+      device_id?: string;
+      /** @description When the device got it; default now */
+      received_at?: string;
+      /**
+       * @default delivered
+       * @enum {string}
+       */
+      status?: "delivered" | "failed";
+      error_message?: string;
     };
     PushPlatformList: {
       platforms: components["schemas"]["PushPlatform"][];
@@ -3565,6 +4350,293 @@ export interface components {
       explanation: string;
       samples_needed?: number;
     };
+    DeviceTwin: {
+      device_id: string;
+      /** @description The device's own desired document (operators' patches) */
+      desired: {
+        [key: string]: unknown;
+      };
+      /** @description What the device last reported it runs */
+      reported: {
+        [key: string]: unknown;
+      };
+      /** @description Tenant segment template ← site template ← the device's desired (later wins) */
+      effective: {
+        [key: string]: unknown;
+      };
+      /** @description For each leaf of `effective`, as a JSON pointer, where it came from: `device`, `site` or `segment:<device type>` */
+      sources: {
+        [key: string]: string;
+      };
+      /** @description What `effective` asks for that `reported` lacks, as a merge patch */
+      delta: {
+        [key: string]: unknown;
+      };
+      /** @description Version of the device's own desired document; the ETag, and what If-Match names */
+      version: number;
+      /** @description Bumped whenever the effective document changes (from any layer); the device's `desired_version` */
+      effective_version: number;
+      reported_version: number;
+      /** @description The delta is empty */
+      in_sync: boolean;
+      last_reported_at: string | null;
+      /** @description Per top-level key of `desired`: when it last changed */
+      desired_updated_at: {
+        [key: string]: string;
+      };
+      /** @description Per top-level key of `reported`: when it last changed */
+      reported_updated_at: {
+        [key: string]: string;
+      };
+      /** @description Since when the device has not matched its effective desired state; null when in sync */
+      drift_since: string | null;
+      /** @description The tenant segment (the device type) whose template applies */
+      segment: string;
+    };
+    /** @description A JSON merge patch (RFC 7396): objects merge recursively, null removes a key, anything else (arrays too) replaces */
+    TwinMergePatch: {
+      [key: string]: unknown;
+    };
+    TwinTemplate: {
+      /** @enum {string} */
+      scope: "site" | "tenant";
+      /** @description The site id or the tenant id */
+      scope_id: string;
+      /** @description The device type a tenant template applies to; null for a site template */
+      segment: string | null;
+      document: components["schemas"]["TwinDocument"];
+      /** @description 0 while no template was ever set (the document is then empty) */
+      version: number;
+      updated_at: string | null;
+    };
+    /** @description A JSON object */
+    TwinDocument: {
+      [key: string]: unknown;
+    };
+    TwinTemplateWritten: components["schemas"]["TwinTemplate"] & {
+      /** @description Devices whose effective desired state was recomputed in their site's hub */
+      devices_recomputed: number;
+    };
+    SiteDrift: {
+      site_id: string;
+      drifted_devices: number;
+      devices: (components["schemas"]["TwinDrift"] & {
+          name: string;
+        })[];
+    };
+    TwinDrift: {
+      device_id: string;
+      delta: {
+        [key: string]: unknown;
+      };
+      /** @description Top-level keys that differ */
+      delta_keys: string[];
+      drift_since: string;
+      /** @description Seconds since the device stopped matching */
+      drifting_for_s: number;
+      last_reported_at: string | null;
+      effective_version: number;
+    };
+    AgentTwin: {
+      desired: components["schemas"]["TwinDocument"];
+      /** @description Its version: the heartbeat's `desired_version` and the ETag */
+      version: number;
+      delta: components["schemas"]["TwinDocument"];
+    };
+    AuditChainVerification: {
+      site_id: string | null;
+      /** @description No broken link among the rows walked */
+      ok: boolean;
+      checked: number;
+      sealed: number;
+      /** @description Rows at the chain's end not sealed yet (sealing follows within seconds) */
+      unsealed: number;
+      first_unsealed_id: number | null;
+      broken_at: ({
+        id: number;
+        /**
+         * @description `hash_mismatch`: the row was changed after it was sealed; `prev_hash_mismatch`: the row before it in the chain was removed or reordered; `seal_missing`: the row's hash was removed (later rows are sealed)
+         * @enum {string}
+         */
+        reason: "hash_mismatch" | "prev_hash_mismatch" | "seal_missing";
+      }) | null;
+      /** @description The first row walked and the prev_hash taken on trust: 64 zeros when the walk starts at the chain's beginning; otherwise earlier rows were pruned by retention or walked before (`after_id`) */
+      anchor: {
+        id: number;
+        prev_hash: string;
+      } | null;
+      /** @description Set when the walk stopped after 20000 rows: pass it as `after_id` to continue */
+      next_after_id: number | null;
+    };
+    AuditAlertRuleCreated: components["schemas"]["AuditAlertRule"] & ({
+      /** @description The webhook signing secret, shown only here (and when a PATCH adds a webhook to a rule without one). Each delivery carries `X-Fleet-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`; reject stale timestamps */
+      webhook_secret: string | null;
+    });
+    AuditAlertRule: {
+      alert_id: string;
+      alert_name: string;
+      event_types: string[];
+      threshold: number;
+      time_window: number;
+      site_id: string | null;
+      severities: string[] | null;
+      cooldown: number;
+      enabled: boolean;
+      notification: {
+        webhook: string | null;
+        email: string | null;
+      };
+      /**
+       * @description For a rule with an e-mail address: `unavailable` when the service has no send_email binding (ALERT_EMAIL) and sender (ALERT_EMAIL_FROM); such notifications are logged as failed, not sent
+       * @enum {string|null}
+       */
+      email_status: "available" | "unavailable" | null;
+      created_at: string;
+      updated_at: string;
+    };
+    AuditAlertRuleCreate: {
+      alert_name: string;
+      /** @description The event types this rule counts */
+      event_types: string[];
+      /** @description Fire when this many matching events fall within `time_window` */
+      threshold: number;
+      /** @description The sliding window, in seconds */
+      time_window: number;
+      /** @description Count only this site's events (default: every site and service-wide events) */
+      site_id?: string | null;
+      /** @description Count only events of these severities (default: all) */
+      severities?: (("info" | "warning" | "error" | "critical")[]) | null;
+      /** @description Seconds after a firing during which the rule does not fire again (default 900) */
+      cooldown?: number;
+      /** @description Default true */
+      enabled?: boolean;
+      notification: {
+        /** @description HTTPS URL of a public host. Refused (422): other schemes, credentials in the URL, loopback, private, link-local (cloud metadata), CGNAT, multicast and reserved addresses as literals, and internal names (localhost, single-label names, .local, .internal, .lan, .home.arpa …). Redirects are not followed. */
+        webhook?: string | null;
+        /**
+         * Format: email
+         * @description Sent through the send_email binding; the rule's `email_status` says whether that is configured
+         */
+        email?: string | null;
+      };
+    };
+    AuditAlertRuleList: {
+      alerts: components["schemas"]["AuditAlertRule"][];
+    };
+    AuditAlertRulePatch: {
+      alert_name?: string;
+      /** @description The event types this rule counts */
+      event_types?: string[];
+      /** @description Fire when this many matching events fall within `time_window` */
+      threshold?: number;
+      /** @description The sliding window, in seconds */
+      time_window?: number;
+      /** @description Count only this site's events (default: every site and service-wide events) */
+      site_id?: string | null;
+      /** @description Count only events of these severities (default: all) */
+      severities?: (("info" | "warning" | "error" | "critical")[]) | null;
+      /** @description Seconds after a firing during which the rule does not fire again (default 900) */
+      cooldown?: number;
+      /** @description Default true */
+      enabled?: boolean;
+      /** @description Only the channels named change; null removes one. The webhook secret is kept when the URL changes */
+      notification?: {
+        /** @description HTTPS URL of a public host. Refused (422): other schemes, credentials in the URL, loopback, private, link-local (cloud metadata), CGNAT, multicast and reserved addresses as literals, and internal names (localhost, single-label names, .local, .internal, .lan, .home.arpa …). Redirects are not followed. */
+        webhook?: string | null;
+        /**
+         * Format: email
+         * @description Sent through the send_email binding; the rule's `email_status` says whether that is configured
+         */
+        email?: string | null;
+      };
+    };
+    AuditAlertRuleDeleted: {
+      /** @enum {boolean} */
+      deleted: true;
+      alert_id: string;
+    };
+    AuditAlertDeliveryList: {
+      deliveries: components["schemas"]["AuditAlertDelivery"][];
+    };
+    AuditAlertDelivery: {
+      id: number;
+      /** @description One firing of the rule; its tries share it (also sent as X-Fleet-Delivery) */
+      firing_id: string;
+      /** @enum {string} */
+      channel: "webhook" | "email" | "syslog";
+      attempt: number;
+      /** @enum {string} */
+      outcome: "delivered" | "retrying" | "failed";
+      http_status: number | null;
+      error: string | null;
+      next_attempt_at: string | null;
+      created_at: string;
+    };
+    AuditIntegrationCreated: components["schemas"]["AuditIntegration"] & ({
+      /** @description webhook type: the signing secret, shown only here (X-Fleet-Signature as for alert webhooks) */
+      webhook_secret: string | null;
+    });
+    AuditIntegration: {
+      integration_id: string;
+      /** @enum {string} */
+      type: "syslog" | "webhook";
+      destination: string;
+      /** @enum {string} */
+      format: "rfc5424" | "json";
+      filter: {
+        severities: string[] | null;
+        categories: string[] | null;
+      };
+      created_at: string;
+      /** @description The latest try of a forward, or null before the first */
+      last_delivery: ({
+        /** @enum {string} */
+        outcome: "delivered" | "retrying" | "failed";
+        attempt: number;
+        error: string | null;
+        created_at: string;
+      }) | null;
+    };
+    AuditIntegrationCreate: {
+      /** @enum {string} */
+      type: "syslog" | "webhook";
+      /**
+       * @description syslog: `tcp://host:port` or `tls://host:port`; webhook: an https:// URL. The same destination rules as alert webhooks (public hosts only; docs/audit.md, "Destinations")
+       * @example tls://syslog.example.com:6514
+       */
+      destination: string;
+      /**
+       * @description syslog only: `rfc5424` (default) sends RFC 5424 messages with octet-counted framing (RFC 6587); `json` sends one AuditEvent JSON per line. Webhooks always get JSON
+       * @enum {string}
+       */
+      format?: "rfc5424" | "json";
+      /** @description Forward only events of these severities and categories (default: all) */
+      filter?: {
+        severities?: ("info" | "warning" | "error" | "critical")[];
+        categories?: ("security_events" | "user_actions" | "site_management" | "device_management" | "job_management" | "system_events" | "business_events")[];
+      };
+    };
+    AuditIntegrationList: {
+      integrations: components["schemas"]["AuditIntegration"][];
+    };
+    AuditIntegrationDeleted: {
+      /** @enum {boolean} */
+      deleted: true;
+      integration_id: string;
+    };
+    AuditIntegrationTest: {
+      results: ({
+          integration_id: string;
+          /** @enum {string} */
+          type: "syslog" | "webhook";
+          destination: string;
+          /** @description Whether the integration's filter would forward the test event (it is sent regardless) */
+          passes_filter: boolean;
+          delivered: boolean;
+          http_status: number | null;
+          error: string | null;
+        })[];
+    };
   };
   responses: never;
   parameters: {
@@ -3880,7 +4952,7 @@ export interface operations {
   };
   /**
    * Log in with e-mail and password
-   * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
+   * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
    */
   post_api_v1_auth_login: {
     requestBody: {
@@ -5347,7 +6419,7 @@ export interface operations {
       /** @description Claimed: the new device and its credentials */
       201: {
         content: {
-          "application/json": components["schemas"]["ClaimEnrolmentIntentResponse"];
+          "application/json": components["schemas"]["ProvisionResponse"];
         };
       };
       /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
@@ -5799,6 +6871,75 @@ export interface operations {
     };
   };
   /**
+   * The caller's sites with device counts
+   * @description Every site the caller can read (administrators: all), oldest first, each with its devices counted by last known status and by lifecycle state. Paged with `limit` (default 100, max 500) and `offset`; `total` counts the sites.
+   */
+  get_api_v1_devices_sites: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number | null;
+      };
+    };
+    responses: {
+      /** @description Sites */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SiteDeviceSummaryPage"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A site with its devices
+   * @description The site, its device counts by status and lifecycle state, and all its devices, newest first. An unknown site (or one the caller cannot read) is 404.
+   */
+  get_api_v1_devices_sites_site_id: {
+    parameters: {
+      path: {
+        site_id: string;
+      };
+    };
+    responses: {
+      /** @description The site */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SiteWithDevices"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Poll for commands (device)
    * @description The calling device's pending commands, oldest first, each now `delivered`. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. With `?wait=N` (at most 25 s) an empty poll is held open and answers as soon as a command is queued for the device. An empty poll writes nothing anywhere.
    */
@@ -5886,7 +7027,7 @@ export interface operations {
   };
   /**
    * Queue a command for a device (operator)
-   * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
+   * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. A command type needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions`. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
    */
   post_api_v1_devices_device_id_commands: {
     parameters: {
@@ -5922,10 +7063,10 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description A role too low for this action, or the device's owner has not granted what the command type needs (then `required_permissions` and `missing_permissions` say what; docs/original-agents.md maps command types to permissions) */
       403: {
         content: {
-          "application/json": components["schemas"]["Error"];
+          "application/json": components["schemas"]["ConsentRefusal"];
         };
       };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
@@ -6281,8 +7422,68 @@ export interface operations {
     };
   };
   /**
+   * Archive or purge a device (operator)
+   * @description `confirm=true` is required. `mode=archive`: the device is kept read-only — its key is destroyed, its open commands cancelled, its agent stopped; it can no longer be changed, commanded, transferred or re-enrolled, only purged. `mode=purge`: its key is destroyed first, then its state in the site's hub (commands, metrics, agent, presence) and its rows in the database (device, epochs, state history, health checks, latest metrics, agent, command index, job executions, errors naming it) are removed; the audit trail keeps its events and records the purge. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited. A purge repeated after it succeeded finds no device: 404.
+   */
+  delete_api_v1_devices_device_id: {
+    parameters: {
+      query: {
+        /** @description archive: kept read-only, key revoked; purge: its rows and its hub state are removed */
+        mode: "archive" | "purge";
+        /** @description Must be `true` */
+        confirm: "true";
+        reason?: string;
+      };
+      header?: {
+        /** @description Makes a retry safe: the same key from the same user with the same request answers what the first did (without a one-time api_key) and acts no more; with another request, 422 */
+        "idempotency-key"?: string;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description What changed (for a repeated Idempotency-Key, the first answer) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceLifecycleChange"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Update a device (operator)
-   * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`.
+   * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`. A retired or archived device is 409.
    */
   patch_api_v1_devices_device_id: {
     parameters: {
@@ -6326,6 +7527,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Request body too large */
       413: {
         content: {
@@ -6342,7 +7549,7 @@ export interface operations {
   };
   /**
    * Rotate a device's API key (operator)
-   * @description The new key is shown once; the old key is rejected from the next call on.
+   * @description The new key is shown once; the old key is rejected from the next call on. A retired or archived device is 409 (re-enrol a retired one instead).
    */
   post_api_v1_devices_device_id_rotate_key: {
     parameters: {
@@ -6381,6 +7588,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Validation failed: detail lists each problem with its location */
       422: {
         content: {
@@ -6391,7 +7604,7 @@ export interface operations {
   };
   /**
    * Suspend a device (operator)
-   * @description A suspended device's calls answer 403 at once; its data stays. Idempotent.
+   * @description A suspended device's calls answer 403 at once; its data stays. Idempotent. A retired or archived device is 409.
    */
   post_api_v1_devices_device_id_suspend: {
     parameters: {
@@ -6440,7 +7653,7 @@ export interface operations {
   };
   /**
    * Resume a suspended device (operator)
-   * @description The device may call in again with its existing key. Idempotent.
+   * @description The device may call in again with its existing key. Idempotent. A retired or archived device is 409.
    */
   post_api_v1_devices_device_id_resume: {
     parameters: {
@@ -6489,7 +7702,7 @@ export interface operations {
   };
   /**
    * Restart a device (operator)
-   * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
+   * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health; if the device's owner has not granted `root_access` it is 403 with `required_permissions` and `missing_permissions` and nothing is queued. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
    */
   post_api_v1_devices_device_id_restart: {
     parameters: {
@@ -6521,10 +7734,10 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description A role too low, or the device's owner has not granted root_access (`required_permissions`, `missing_permissions`) */
       403: {
         content: {
-          "application/json": components["schemas"]["Error"];
+          "application/json": components["schemas"]["ConsentRefusal"];
         };
       };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
@@ -6669,6 +7882,667 @@ export interface operations {
     };
   };
   /**
+   * Register a device in the site named in the body (operator)
+   * @description The same as `POST /api/v1/devices/sites/{site_id}/devices` with `site_id` in the body: operator role on that site (an unknown or invisible site is 404). A real device's `api_key` is shown exactly once; a duplicate device_id is 409.
+   */
+  post_api_v1_devices: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["CreateDeviceWithSiteRequest"];
+      };
+    };
+    responses: {
+      /** @description Registered */
+      201: {
+        content: {
+          "application/json": components["schemas"]["CreateDeviceResponse"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Retire a device (operator)
+   * @description The device is out of service for good and kept for history: its key is destroyed at once (its next call is 401 from any isolate), its open commands are cancelled with the reason, its simulated agent stops and its presence is forgotten; its epoch ends. Only re-enrolment brings it back. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited.
+   */
+  post_api_v1_devices_device_id_retire: {
+    parameters: {
+      header?: {
+        /** @description Makes a retry safe: the same key from the same user with the same request answers what the first did (without a one-time api_key) and acts no more; with another request, 422 */
+        "idempotency-key"?: string;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    /** @description May be omitted */
+    requestBody?: {
+      content: {
+        "application/json": components["schemas"]["LifecycleReason"];
+      };
+    };
+    responses: {
+      /** @description What changed (for a repeated Idempotency-Key, the first answer) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceLifecycleChange"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Re-enrol a device with a new key (operator)
+   * @description For a device that was wiped or repaired (active, suspended or retired): a new epoch and a new `api_key`, shown once; the old key stops working at once; the device is active again. Simulated devices get no key; their agent starts again. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited.
+   */
+  post_api_v1_devices_device_id_reenrol: {
+    parameters: {
+      header?: {
+        /** @description Makes a retry safe: the same key from the same user with the same request answers what the first did (without a one-time api_key) and acts no more; with another request, 422 */
+        "idempotency-key"?: string;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    /** @description May be omitted */
+    requestBody?: {
+      content: {
+        "application/json": components["schemas"]["LifecycleReason"];
+      };
+    };
+    responses: {
+      /** @description What changed (for a repeated Idempotency-Key, the first answer) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceLifecycleChange"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Move a device to another site (operator on both)
+   * @description Operator role on the device's site and on `target_site_id` (an unknown or invisible target is 404, a lower role there 403; the device's own site is 409). The device gets a new lifecycle epoch and a new `api_key`, shown once (simulated devices: none); the old key stops working at once. In the old site's hub its open commands are cancelled with the reason, and its metrics history and simulated-agent state are dropped: it starts afresh in the new site, whose hub learns of it at once. Its state history, audit events and health checks keep the site they were written for; both sites' audit trails record the move. A state that does not allow it is 409 (docs/device-lifecycle.md has the state machine). With an `Idempotency-Key`, a retry by the same user with the same request acts no more and answers the first answer again (header `Idempotent-Replayed: true`), without the one-time `api_key`; the same key with another request is 422. Audited.
+   */
+  post_api_v1_devices_device_id_transfer: {
+    parameters: {
+      header?: {
+        /** @description Makes a retry safe: the same key from the same user with the same request answers what the first did (without a one-time api_key) and acts no more; with another request, 422 */
+        "idempotency-key"?: string;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["TransferDeviceRequest"];
+      };
+    };
+    responses: {
+      /** @description What changed (for a repeated Idempotency-Key, the first answer) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceLifecycleChange"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A device's audit events, newest first
+   * @description Every audit event naming the device (registration, lifecycle, commands, presence). Paged with `limit` (default 50, max 500) and `offset`; `total` counts them all.
+   */
+  get_api_v1_devices_device_id_audit_logs: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number | null;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description Events */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceAuditPage"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Jobs that targeted a device, newest first
+   * @description Each job the device took part in, with the job's status and the device's own execution (status, command, result, error). Paged with `limit` (default 50, max 500) and `offset`; `total` counts them all.
+   */
+  get_api_v1_devices_device_id_jobs: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number | null;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description Jobs */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceJobPage"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Errors reported about a device, newest first
+   * @description Error reports whose context names the device (`context.device_id`), folded as in the error log. Paged with `limit` (default 50, max 500) and `offset`; `total` counts them all.
+   */
+  get_api_v1_devices_device_id_error_logs: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number | null;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description Errors */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceErrorPage"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A device's state changes, newest first
+   * @description The same timeline as `GET /api/v1/metrics/device-state-history/{device_id}`: the last `hours` (1–720, default 24) of presence transitions, lifecycle changes (suspend, resume, retire, transfer, re-enrol, archive) and reported changes, with who and why. Paged (`limit` ≤ 500) with `total`.
+   */
+  get_api_v1_devices_device_id_state_history: {
+    parameters: {
+      query?: {
+        /** @description Hours back from now, 1–720 (default 24) */
+        hours?: number;
+        limit?: number;
+        offset?: number | null;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description The timeline */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceStateHistory"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A device's permissions
+   * @description The device itself (X-Device-ID + X-API-Key; another device's are 403), or a user with the viewer role on its site. `permissions` is what the device allows now, `capabilities` what its OS can allow. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+   */
+  get_api_v1_devices_device_device_id_permissions: {
+    parameters: {
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description The device's permissions */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DevicePermissions"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set a device's permissions
+   * @description The device itself sets what its owner allows; only the permissions named change. Granting what its OS cannot do is 422; a device that is not active is 409. A user (operator role on the device's site) may only revoke, as with `.../permissions/admin-override`: naming `true` is 403. Every call is audited as `permission_change` with the old and new values. Commands needing a permission no longer granted are refused from the next queueing on. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+   */
+  patch_api_v1_devices_device_device_id_permissions: {
+    parameters: {
+      path: {
+        device_id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PermissionsUpdate"];
+      };
+    };
+    responses: {
+      /** @description The device's permissions now */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DevicePermissions"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Another device's permissions, a user's role too low, or a user trying to grant (`permissions` names what) */
+      403: {
+        content: {
+          "application/json": components["schemas"]["ConsentRefusal"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Revoke a device's permissions (operator)
+   * @description Operator role on the device's site. Only revocation: any permission named `true` is 403 with `permissions` listing them, and nothing changes; the grant is the device owner's to give. Audited as `permission_change` with the operator. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+   */
+  patch_api_v1_devices_device_device_id_permissions_admin_override: {
+    parameters: {
+      path: {
+        device_id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PermissionsUpdate"];
+      };
+    };
+    responses: {
+      /** @description The device's permissions now */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DevicePermissions"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description A role too low, or a permission named `true` (`permissions` names them) */
+      403: {
+        content: {
+          "application/json": components["schemas"]["ConsentRefusal"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Configuration changes a device reported, newest first
+   * @description Viewer role on the device's site. Paged with `limit` (default 50, max 500) and `offset`; `total` counts all.
+   */
+  get_api_v1_devices_device_id_config_history: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number | null;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description Changes */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ConfigHistoryPage"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Heartbeat
    * @description Keeps the device online. Presence is decided by server time; the device is marked offline after 3 missed intervals (default interval 10 s, so 30 s; clamped 30 s–10 min). No database write per heartbeat: the site's hub keeps presence and writes transitions.
    */
@@ -6780,7 +8654,7 @@ export interface operations {
   };
   /**
    * Device DNA
-   * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported).
+   * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported). Also takes the original agents' fields: `device_token` (its push token, used for pushes from now on), `device_source`, `wan_ip`, `firmware_version` and `peripherals`. Answers the original service's envelope (`status`, `message`, `data`) beside the flat fields.
    */
   post_api_v1_agent_device_dna: {
     requestBody: {
@@ -6856,6 +8730,8 @@ export interface operations {
             /** @description How often to send a heartbeat */
             next_heartbeat_s: number;
             server_time: string;
+            /** @description The device's effective twin version: fetch the twin when it differs from the one held */
+            desired_version: number;
           } | ({
             /** @enum {string} */
             type: "heartbeat.ok";
@@ -6865,6 +8741,8 @@ export interface operations {
             device_status: "online" | "offline" | "error";
             next_heartbeat_s: number;
             server_time: string;
+            /** @description As in the HTTP heartbeat's answer */
+            desired_version: number;
           }) | ({
             /** @enum {string} */
             type: "telemetry.ok";
@@ -6916,7 +8794,20 @@ export interface operations {
             code: "bad_message" | "rate_limited" | "not_found" | "conflict" | "invalid";
             detail: string;
             retry_after_s?: number;
-          }) | ({
+          }) | {
+            /** @enum {string} */
+            type: "twin.delta";
+            /** @description The new effective version (the heartbeat's `desired_version`) */
+            version: number;
+            /** @description The whole effective desired document */
+            desired: {
+              [key: string]: unknown;
+            };
+            /** @description What differs from the device's last report, as a merge patch */
+            delta: {
+              [key: string]: unknown;
+            };
+          } | ({
             /** @enum {string} */
             type: "heartbeat";
             /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
@@ -6990,6 +8881,217 @@ export interface operations {
       };
       /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
       403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A line of the device's log
+   * @description Stored in the error log (category `device`) with the device and site; `level` becomes its severity. The device reads its own lines back with `GET /api/v1/agent/{device_id}/logs`. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+   */
+  post_api_v1_agent_logs: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["DeviceLogLine"];
+      };
+    };
+    responses: {
+      /** @description Stored */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceLogStored"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The device's own log lines, newest first
+   * @description Only the calling device's own (another device's id is 403). `limit` default 50, max 500. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+   */
+  get_api_v1_agent_device_id_logs: {
+    parameters: {
+      query?: {
+        limit?: number;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description Log lines */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceLogs"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An audit event recorded on the device
+   * @description Into the audit trail with the device and site, `metadata.reported_by: device`. Only device-side event types (listed in the schema); any other is 422. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+   */
+  post_api_v1_agent_audit: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["DeviceAuditEvent"];
+      };
+    };
+    responses: {
+      /** @description Stored */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeviceAuditStored"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A configuration change the device made
+   * @description What changed (before and after), whether it worked, the performance before and after, and any rollback. Operators read it with `GET /api/v1/devices/{device_id}/config-history`. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+   */
+  post_api_v1_agent_config_history: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["DeviceConfigChange"];
+      };
+    };
+    responses: {
+      /** @description Stored */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ConfigChangeStored"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -7633,7 +9735,7 @@ export interface operations {
    *
    * Simulated agents act at once: a notification is `delivered`; a config push (or `config_version`, or action `update`) with a new version is `accepted` and runs the update lifecycle idle → downloading → updating → restarting → health_check → ready over some seconds (watch `agent.state` on the live channel), or fails back to idle with an error health record; the same version is `up_to_date`; while an update runs a different one is 409 unless `force`. Actions `restart`, `health_check`, `ping`, `backup`, `clear_cache` are `completed` with their result.
    *
-   * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`.
+   * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`; a command needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions` (docs/original-agents.md maps them), and nothing is queued.
    */
   post_api_v1_agents_device_id_push: {
     parameters: {
@@ -7665,10 +9767,10 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description A role too low, or the device's owner has not granted what the command needs (`required_permissions`, `missing_permissions`) */
       403: {
         content: {
-          "application/json": components["schemas"]["Error"];
+          "application/json": components["schemas"]["ConsentRefusal"];
         };
       };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
@@ -8265,8 +10367,10 @@ export interface operations {
         severity?: "info" | "warning" | "error" | "critical";
         /** @description A duration back from now: 30m, 24h, 7d, 2w */
         since?: string;
-        /** @description Events of this user */
+        /** @description Events whose metadata names this user (`event_metadata.user_id`) */
         "metadata.user_id"?: number;
+        /** @description Events whose `user_id` is this user (who acted, or whom the event is about) */
+        user_id?: number;
       };
     };
     responses: {
@@ -8380,7 +10484,7 @@ export interface operations {
    * Export the audit events of a period (administrators)
    * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
    *
-   * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+   * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`, `prev_hash`, `hash`.
    *
    * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
    */
@@ -8655,8 +10759,8 @@ export interface operations {
     };
   };
   /**
-   * The audit trail's retention state (administrators)
-   * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+   * The audit trail's retention and delivery state (administrators)
+   * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written; the open live-stream subscribers, and alert and integration notifications waiting for a retry or given up on in the last day. Every figure is counted on this request.
    */
   get_api_v1_audit_status: {
     responses: {
@@ -8789,6 +10893,105 @@ export interface operations {
       };
       /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
       403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Pushes waiting for this device (device)
+   * @description The notifications sent to the calling device (`POST /api/v1/push/send`) that it has not answered yet, oldest first, at most 50: the same records push send reports on. `message_id` is the push's command id. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+   */
+  get_api_v1_push_pending: {
+    responses: {
+      /** @description Pending pushes */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PendingPushes"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Answer a push (device)
+   * @description `delivered` completes the push's command, `failed` fails it with `error_message`; push send's status read shows it. A message of another device is 404 and changes nothing; a different answer to one already answered is 409. Counts against the device's call budget shared with heartbeats and telemetry (429 with Retry-After beyond it).
+   */
+  post_api_v1_push_ack: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PushAck"];
+      };
+    };
+    responses: {
+      /** @description Recorded */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PushAckResult"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -9903,6 +12106,971 @@ export interface operations {
     };
   };
   /**
+   * A device's twin
+   * @description Desired (the device's own document), reported, the effective desired document with the source of each leaf, the delta, versions and whether the device is in sync. The ETag is the desired version, for If-Match on a change.
+   */
+  get_api_v1_devices_device_id_twin: {
+    parameters: {
+      path: {
+        device_id: string;
+      };
+    };
+    responses: {
+      /** @description The twin */
+      200: {
+        headers: {
+          /** @description The version, quoted */
+          ETag: string;
+        };
+        content: {
+          "application/json": components["schemas"]["DeviceTwin"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Change a device's desired state (operator)
+   * @description A JSON merge patch of the device's own desired document. If-Match with the ETag of the twin it is based on is required: 428 without it, 412 when the twin changed since (read it again). A patch that changes something bumps the version and is audited as `config_updated` with the changed keys; the device hears of its new effective state at once on its channel, or from `desired_version` on its next heartbeat. A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+   */
+  patch_api_v1_devices_device_id_twin_desired: {
+    parameters: {
+      header?: {
+        /** @description The twin's ETag, e.g. "3" */
+        "If-Match"?: string;
+      };
+      path: {
+        device_id: string;
+      };
+    };
+    /** @description What to change */
+    requestBody: {
+      content: {
+        "application/merge-patch+json": components["schemas"]["TwinMergePatch"];
+        "application/json": components["schemas"]["TwinMergePatch"];
+      };
+    };
+    responses: {
+      /** @description The twin after the change */
+      200: {
+        headers: {
+          /** @description The version, quoted */
+          ETag: string;
+        };
+        content: {
+          "application/json": components["schemas"]["DeviceTwin"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Precondition failed: the object changed since the version If-Match names; read it again and retry */
+      412: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Precondition required: this change needs If-Match with the version it was based on */
+      428: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The site's twin template
+   * @description Desired defaults for every device of the site, layered over the tenant's segment template and under each device's own desired document.
+   */
+  get_api_v1_sites_site_id_twin_template: {
+    parameters: {
+      path: {
+        site_id: string;
+      };
+    };
+    responses: {
+      /** @description The template */
+      200: {
+        content: {
+          "application/json": components["schemas"]["TwinTemplate"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Replace the site's twin template (operator)
+   * @description Replaces the whole template (an empty object clears it); audited as `config_updated`. Every device of the site is recomputed in the site's hub, and each whose effective desired state changed hears of it. A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+   */
+  put_api_v1_sites_site_id_twin_template: {
+    parameters: {
+      path: {
+        site_id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["TwinDocument"];
+      };
+    };
+    responses: {
+      /** @description The template as stored */
+      200: {
+        content: {
+          "application/json": components["schemas"]["TwinTemplateWritten"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Devices drifting from their desired state
+   * @description Devices whose reported state does not match their effective desired state, longest drifting first, with the differing keys and for how long. A device that never reported drifts from the moment something is desired of it.
+   */
+  get_api_v1_sites_site_id_drift: {
+    parameters: {
+      path: {
+        site_id: string;
+      };
+    };
+    responses: {
+      /** @description Drift */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SiteDrift"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A tenant's twin template for a device type (tenant members)
+   * @description Readable by any member of the tenant and administrators; members of one site only see its effect through their devices' effective documents and sources. An unknown tenant, or one the caller is not a member of, is 404.
+   */
+  get_api_v1_tenants_tenant_id_twin_templates_segment: {
+    parameters: {
+      path: {
+        tenant_id: string;
+        /** @description A device type */
+        segment: string;
+      };
+    };
+    responses: {
+      /** @description The template */
+      200: {
+        content: {
+          "application/json": components["schemas"]["TwinTemplate"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Replace a tenant's twin template for a device type (tenant owner)
+   * @description The bottom layer of the effective desired state of every device of that type on the tenant's sites. Tenant owners and administrators only (403 for other members); audited as `config_updated`. Each of the tenant's sites is recomputed in its hub, one call per site. A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+   */
+  put_api_v1_tenants_tenant_id_twin_templates_segment: {
+    parameters: {
+      path: {
+        tenant_id: string;
+        /** @description A device type */
+        segment: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["TwinDocument"];
+      };
+    };
+    responses: {
+      /** @description The template as stored */
+      200: {
+        content: {
+          "application/json": components["schemas"]["TwinTemplateWritten"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The device's desired state
+   * @description The effective desired document, its version (the ETag, and the heartbeat's `desired_version`) and the delta against the device's last report. With If-None-Match naming the current version the answer is 304 with no body.
+   */
+  get_api_v1_agent_twin: {
+    parameters: {
+      header?: {
+        /** @description The ETag last fetched, e.g. "4" */
+        "If-None-Match"?: string;
+      };
+    };
+    responses: {
+      /** @description The desired state */
+      200: {
+        headers: {
+          /** @description The version, quoted */
+          ETag: string;
+        };
+        content: {
+          "application/json": components["schemas"]["AgentTwin"];
+        };
+      };
+      /** @description Not modified: the device already has this version */
+      304: {
+        headers: {
+          /** @description The version, quoted */
+          ETag: string;
+        };
+        content: never;
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Report what the device runs
+   * @description A JSON merge patch of the device's reported document. Answers the desired state with the delta that remains (empty once the device runs what is desired). A document is a JSON object of at most 16 KB, nested at most 8 levels, whose keys are 1–64 characters (a letter or `_`, then letters, digits, `_`, `-` or `.`): 413 beyond the size, 422 for the rest.
+   */
+  patch_api_v1_agent_twin_reported: {
+    /** @description What changed on the device */
+    requestBody: {
+      content: {
+        "application/merge-patch+json": components["schemas"]["TwinMergePatch"];
+        "application/json": components["schemas"]["TwinMergePatch"];
+      };
+    };
+    responses: {
+      /** @description The desired state and the remaining delta */
+      200: {
+        headers: {
+          /** @description The version, quoted */
+          ETag: string;
+        };
+        content: {
+          "application/json": components["schemas"]["AgentTwin"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Rate limited: Retry-After says how many seconds to wait */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Live audit events (server-sent events)
+   * @description Audit events as they are recorded, as `text/event-stream`: each is `id: <event id>` and `data: <AuditEvent JSON>` (the `AuditEvent` schema; no `event:` field, so `EventSource.onmessage` receives them all), in id order, each once it is sealed into its hash chain (within seconds of being recorded).
+   *
+   * Resumes after the `Last-Event-ID` header (EventSource sends it on reconnect) or `?since=`, without gap or duplicate: recent events come from memory, older ones from storage. A resume that would replay more than 5000 events sends those and ends the stream; reconnecting continues from the last id.
+   *
+   * Filters: category, severity, event_type, site_id. Administrators may watch every site; any other user must name a `site_id` on which they have the viewer role (403 otherwise). A comment line every 20 s keeps the connection open.
+   */
+  get_api_v1_audit_events_stream: {
+    parameters: {
+      query?: {
+        /** @description Resume after this event id (wins over the Last-Event-ID header) */
+        since?: number | null;
+        category?: "security_events" | "user_actions" | "site_management" | "device_management" | "job_management" | "system_events" | "business_events";
+        severity?: "info" | "warning" | "error" | "critical";
+        event_type?: string;
+        /** @description Only this site's events; required for users who are not administrators (viewer role on the site) */
+        site_id?: string;
+      };
+    };
+    responses: {
+      /** @description The event stream */
+      200: {
+        content: {
+          "text/event-stream": string;
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Verify an audit hash chain
+   * @description Walks one chain — a site's, or the service-wide chain of events that name no site — in id order, recomputing each sealed event's hash, and reports the first broken link. Rows at the end not sealed yet are counted, not failed. Walks at most 20000 rows per call (continue with `after_id`). See docs/audit.md for what the chain does and does not prove.
+   */
+  get_api_v1_audit_verify: {
+    parameters: {
+      query?: {
+        /** @description The site whose chain to walk; without it, the service-wide chain (events that name no site) */
+        site_id?: string;
+        /** @description Continue a walk after this id (`next_after_id` of the previous one) */
+        after_id?: number | null;
+      };
+    };
+    responses: {
+      /** @description The verification */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditChainVerification"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /** List alert rules */
+  get_api_v1_audit_alerts: {
+    responses: {
+      /** @description The rules, oldest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Create an alert rule
+   * @description Counts matching audit events in a sliding window as they are published; when the count reaches `threshold` the rule fires once (it re-arms when the count falls below again) and not again within `cooldown`. A firing is sent to the webhook (signed JSON: the rule, the window, the count and up to 10 sample events) and/or by e-mail, with up to 6 tries over about an hour (jittered exponential backoff); every try is in the delivery log. Recorded as `config_updated`. See docs/audit.md.
+   */
+  post_api_v1_audit_alerts: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditAlertRuleCreate"];
+      };
+    };
+    responses: {
+      /** @description The rule, with its webhook secret (shown once) */
+      201: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleCreated"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /** Read an alert rule */
+  get_api_v1_audit_alerts_alert_id: {
+    parameters: {
+      path: {
+        alert_id: string;
+      };
+    };
+    responses: {
+      /** @description The rule */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRule"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete an alert rule
+   * @description Deletes the rule, its delivery log and its notifications still waiting for a try. Recorded as `config_updated`.
+   */
+  delete_api_v1_audit_alerts_alert_id: {
+    parameters: {
+      path: {
+        alert_id: string;
+      };
+    };
+    responses: {
+      /** @description Deleted */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleDeleted"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Change an alert rule
+   * @description Changes the fields given. Its window restarts empty when the rule is re-read. Recorded as `config_updated`.
+   */
+  patch_api_v1_audit_alerts_alert_id: {
+    parameters: {
+      path: {
+        alert_id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditAlertRulePatch"];
+      };
+    };
+    responses: {
+      /** @description The rule; `webhook_secret` is set only when this change gave it a webhook (and so a new secret) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleCreated"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An alert rule's delivery log
+   * @description Every try of every notification, newest first: `retrying` (with `next_attempt_at`), then `delivered` or `failed` (after 6 tries, or at once when the destination is refused or e-mail is unavailable).
+   */
+  get_api_v1_audit_alerts_alert_id_deliveries: {
+    parameters: {
+      query?: {
+        limit?: number;
+        firing_id?: string;
+      };
+      path: {
+        alert_id: string;
+      };
+    };
+    responses: {
+      /** @description The tries */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertDeliveryList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /** List integrations */
+  get_api_v1_audit_integrations: {
+    responses: {
+      /** @description The integrations, oldest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forward audit events to a syslog collector or a webhook
+   * @description From now on every published audit event that passes the filter is forwarded, in batches as they are published (a webhook gets `{type: "audit.events", integration_id, events: [AuditEvent…]}`, signed like alert webhooks), with up to 6 tries over about an hour. Recorded as `config_updated`.
+   */
+  post_api_v1_audit_integrations: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditIntegrationCreate"];
+      };
+    };
+    responses: {
+      /** @description The integration */
+      201: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationCreated"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete an integration
+   * @description Stops forwarding; forwards still waiting for a try are dropped. Recorded as `config_updated`.
+   */
+  delete_api_v1_audit_integrations_integration_id: {
+    parameters: {
+      path: {
+        integration_id: string;
+      };
+    };
+    responses: {
+      /** @description Deleted */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationDeleted"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Send a test event through every integration
+   * @description Sends one `integration_test` event (not stored in the trail) to every integration now, once (no retry), and reports each result.
+   */
+  post_api_v1_audit_test: {
+    responses: {
+      /** @description One result per integration */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationTest"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * List the sites the caller can access
    * @deprecated
    * @description Administrators see every site; other users the sites granted to them directly or through a tenant. Newest first.
@@ -10256,7 +13424,7 @@ export interface operations {
   /**
    * Queue a command for a device (operator)
    * @deprecated
-   * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
+   * @description Operator role on the device's site (administrators: every site). `REBOOT` → `restart` and `UPDATE_CONFIG` → `update_config` in any case. Commands are delivered at least once: a poll leases what it returns for 60 s; without an ack the command is delivered again with the same command_id (dedupe on it). After 5 deliveries without an ack, or past its TTL, it expires. At most 50 open (pending, delivered or acknowledged) commands per device: 429 beyond. A suspended or retired device is 409. A command type needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions`. Simulated devices run the command in the site's hub: restart → `reboot_time_seconds`, update_config → `applied_settings`, ping → `latency_ms` (5–50), shutdown → `powered_off`; any other type fails on a simulated agent.
    */
   post_devices_device_id_commands: {
     parameters: {
@@ -10292,10 +13460,10 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description A role too low for this action, or the device's owner has not granted what the command type needs (then `required_permissions` and `missing_permissions` say what; docs/original-agents.md maps command types to permissions) */
       403: {
         content: {
-          "application/json": components["schemas"]["Error"];
+          "application/json": components["schemas"]["ConsentRefusal"];
         };
       };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
@@ -10657,7 +13825,7 @@ export interface operations {
   /**
    * Update a device (operator)
    * @deprecated
-   * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`.
+   * @description Changes name, type, addresses or the expected heartbeat interval; audited as `device_updated`. A retired or archived device is 409.
    */
   patch_devices_device_id: {
     parameters: {
@@ -10701,6 +13869,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Request body too large */
       413: {
         content: {
@@ -10718,7 +13892,7 @@ export interface operations {
   /**
    * Rotate a device's API key (operator)
    * @deprecated
-   * @description The new key is shown once; the old key is rejected from the next call on.
+   * @description The new key is shown once; the old key is rejected from the next call on. A retired or archived device is 409 (re-enrol a retired one instead).
    */
   post_devices_device_id_rotate_key: {
     parameters: {
@@ -10757,6 +13931,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Conflicts with the current state */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Validation failed: detail lists each problem with its location */
       422: {
         content: {
@@ -10768,7 +13948,7 @@ export interface operations {
   /**
    * Suspend a device (operator)
    * @deprecated
-   * @description A suspended device's calls answer 403 at once; its data stays. Idempotent.
+   * @description A suspended device's calls answer 403 at once; its data stays. Idempotent. A retired or archived device is 409.
    */
   post_devices_device_id_suspend: {
     parameters: {
@@ -10818,7 +13998,7 @@ export interface operations {
   /**
    * Resume a suspended device (operator)
    * @deprecated
-   * @description The device may call in again with its existing key. Idempotent.
+   * @description The device may call in again with its existing key. Idempotent. A retired or archived device is 409.
    */
   post_devices_device_id_resume: {
     parameters: {
@@ -10868,7 +14048,7 @@ export interface operations {
   /**
    * Restart a device (operator)
    * @deprecated
-   * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
+   * @description A simulated device reboots at once in simulated time (`reboot_time_seconds`): an update in flight is abandoned, a fault or an incident in progress is cleared, so an unhealthy device comes back healthy; the response carries the fresh health check, which is recorded in health_checks. A real device gets a queued `restart` command (`status: queued`, `command_id`) and the response carries its last reported health; if the device's owner has not granted `root_access` it is 403 with `required_permissions` and `missing_permissions` and nothing is queued. Both are audited as `device_restart` with the optional `reason`. The body may be omitted.
    */
   post_devices_device_id_restart: {
     parameters: {
@@ -10900,10 +14080,10 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description A role too low, or the device's owner has not granted root_access (`required_permissions`, `missing_permissions`) */
       403: {
         content: {
-          "application/json": components["schemas"]["Error"];
+          "application/json": components["schemas"]["ConsentRefusal"];
         };
       };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
@@ -11164,7 +14344,7 @@ export interface operations {
   /**
    * Device DNA
    * @deprecated
-   * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported).
+   * @description Identity data a device reports at boot: MAC address, local IP, hostname, OS details, firmware (other scalar fields are kept as reported). Also takes the original agents' fields: `device_token` (its push token, used for pushes from now on), `device_source`, `wan_ip`, `firmware_version` and `peripherals`. Answers the original service's envelope (`status`, `message`, `data`) beside the flat fields.
    */
   post_agent_device_dna: {
     requestBody: {
@@ -11241,6 +14421,8 @@ export interface operations {
             /** @description How often to send a heartbeat */
             next_heartbeat_s: number;
             server_time: string;
+            /** @description The device's effective twin version: fetch the twin when it differs from the one held */
+            desired_version: number;
           } | ({
             /** @enum {string} */
             type: "heartbeat.ok";
@@ -11250,6 +14432,8 @@ export interface operations {
             device_status: "online" | "offline" | "error";
             next_heartbeat_s: number;
             server_time: string;
+            /** @description As in the HTTP heartbeat's answer */
+            desired_version: number;
           }) | ({
             /** @enum {string} */
             type: "telemetry.ok";
@@ -11301,7 +14485,20 @@ export interface operations {
             code: "bad_message" | "rate_limited" | "not_found" | "conflict" | "invalid";
             detail: string;
             retry_after_s?: number;
-          }) | ({
+          }) | {
+            /** @enum {string} */
+            type: "twin.delta";
+            /** @description The new effective version (the heartbeat's `desired_version`) */
+            version: number;
+            /** @description The whole effective desired document */
+            desired: {
+              [key: string]: unknown;
+            };
+            /** @description What differs from the device's last report, as a merge patch */
+            delta: {
+              [key: string]: unknown;
+            };
+          } | ({
             /** @enum {string} */
             type: "heartbeat";
             /** @description Any id of the device's choosing; the answer to this message carries it as `ref` */
@@ -11475,7 +14672,7 @@ export interface operations {
    *
    * Simulated agents act at once: a notification is `delivered`; a config push (or `config_version`, or action `update`) with a new version is `accepted` and runs the update lifecycle idle → downloading → updating → restarting → health_check → ready over some seconds (watch `agent.state` on the live channel), or fails back to idle with an error health record; the same version is `up_to_date`; while an update runs a different one is 409 unless `force`. Actions `restart`, `health_check`, `ping`, `backup`, `clear_cache` are `completed` with their result.
    *
-   * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`.
+   * For a real device the push is queued as a device command (`update_config`, `restart`, `notify`, or the action's name) and the response carries its `command_id`; a command needing a permission the device's owner has not granted is 403 with `required_permissions` and `missing_permissions` (docs/original-agents.md maps them), and nothing is queued.
    */
   post_agents_device_id_push: {
     parameters: {
@@ -11507,10 +14704,10 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description A role too low, or the device's owner has not granted what the command needs (`required_permissions`, `missing_permissions`) */
       403: {
         content: {
-          "application/json": components["schemas"]["Error"];
+          "application/json": components["schemas"]["ConsentRefusal"];
         };
       };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
@@ -12119,8 +15316,10 @@ export interface operations {
         severity?: "info" | "warning" | "error" | "critical";
         /** @description A duration back from now: 30m, 24h, 7d, 2w */
         since?: string;
-        /** @description Events of this user */
+        /** @description Events whose metadata names this user (`event_metadata.user_id`) */
         "metadata.user_id"?: number;
+        /** @description Events whose `user_id` is this user (who acted, or whom the event is about) */
+        user_id?: number;
       };
     };
     responses: {
@@ -12237,7 +15436,7 @@ export interface operations {
    * @deprecated
    * @description A file of the events created in `period` (start inclusive, end exclusive), oldest first, sent as an attachment (`Content-Disposition` names it after the period).
    *
-   * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`.
+   * Formats: `json` (one array), `ndjson` (one event per line) or `csv` (a header line, then one event per line; the metadata as a JSON text cell). Every format carries the same fields in the same order: `id`, `created_at`, `event_type`, `category`, `severity`, `description`, `user_id`, `site_id`, `device_id`, `job_id`, `ip_address`, `user_agent`, `session_id`, `event_metadata`, `prev_hash`, `hash`.
    *
    * The file is streamed from the database 500 events at a time, so a long period costs time, not memory. A CSV cell whose text begins with `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with an apostrophe, so a spreadsheet shows it instead of running it.
    */
@@ -12517,9 +15716,9 @@ export interface operations {
     };
   };
   /**
-   * The audit trail's retention state (administrators)
+   * The audit trail's retention and delivery state (administrators)
    * @deprecated
-   * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written. Every figure is counted on this request.
+   * @description The retention policy, the latest retention run and its result, how many events are archived, waiting to be archived and deletable now, and the archives written; the open live-stream subscribers, and alert and integration notifications waiting for a retry or given up on in the last day. Every figure is counted on this request.
    */
   get_audit_status: {
     responses: {
@@ -12646,6 +15845,520 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["AuditOptimizeResult"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Live audit events (server-sent events)
+   * @deprecated
+   * @description Audit events as they are recorded, as `text/event-stream`: each is `id: <event id>` and `data: <AuditEvent JSON>` (the `AuditEvent` schema; no `event:` field, so `EventSource.onmessage` receives them all), in id order, each once it is sealed into its hash chain (within seconds of being recorded).
+   *
+   * Resumes after the `Last-Event-ID` header (EventSource sends it on reconnect) or `?since=`, without gap or duplicate: recent events come from memory, older ones from storage. A resume that would replay more than 5000 events sends those and ends the stream; reconnecting continues from the last id.
+   *
+   * Filters: category, severity, event_type, site_id. Administrators may watch every site; any other user must name a `site_id` on which they have the viewer role (403 otherwise). A comment line every 20 s keeps the connection open.
+   */
+  get_audit_events_stream: {
+    parameters: {
+      query?: {
+        /** @description Resume after this event id (wins over the Last-Event-ID header) */
+        since?: number | null;
+        category?: "security_events" | "user_actions" | "site_management" | "device_management" | "job_management" | "system_events" | "business_events";
+        severity?: "info" | "warning" | "error" | "critical";
+        event_type?: string;
+        /** @description Only this site's events; required for users who are not administrators (viewer role on the site) */
+        site_id?: string;
+      };
+    };
+    responses: {
+      /** @description The event stream */
+      200: {
+        content: {
+          "text/event-stream": string;
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Verify an audit hash chain
+   * @deprecated
+   * @description Walks one chain — a site's, or the service-wide chain of events that name no site — in id order, recomputing each sealed event's hash, and reports the first broken link. Rows at the end not sealed yet are counted, not failed. Walks at most 20000 rows per call (continue with `after_id`). See docs/audit.md for what the chain does and does not prove.
+   */
+  get_audit_verify: {
+    parameters: {
+      query?: {
+        /** @description The site whose chain to walk; without it, the service-wide chain (events that name no site) */
+        site_id?: string;
+        /** @description Continue a walk after this id (`next_after_id` of the previous one) */
+        after_id?: number | null;
+      };
+    };
+    responses: {
+      /** @description The verification */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditChainVerification"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * List alert rules
+   * @deprecated
+   */
+  get_audit_alerts: {
+    responses: {
+      /** @description The rules, oldest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Create an alert rule
+   * @deprecated
+   * @description Counts matching audit events in a sliding window as they are published; when the count reaches `threshold` the rule fires once (it re-arms when the count falls below again) and not again within `cooldown`. A firing is sent to the webhook (signed JSON: the rule, the window, the count and up to 10 sample events) and/or by e-mail, with up to 6 tries over about an hour (jittered exponential backoff); every try is in the delivery log. Recorded as `config_updated`. See docs/audit.md.
+   */
+  post_audit_alerts: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditAlertRuleCreate"];
+      };
+    };
+    responses: {
+      /** @description The rule, with its webhook secret (shown once) */
+      201: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleCreated"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Read an alert rule
+   * @deprecated
+   */
+  get_audit_alerts_alert_id: {
+    parameters: {
+      path: {
+        alert_id: string;
+      };
+    };
+    responses: {
+      /** @description The rule */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRule"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete an alert rule
+   * @deprecated
+   * @description Deletes the rule, its delivery log and its notifications still waiting for a try. Recorded as `config_updated`.
+   */
+  delete_audit_alerts_alert_id: {
+    parameters: {
+      path: {
+        alert_id: string;
+      };
+    };
+    responses: {
+      /** @description Deleted */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleDeleted"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Change an alert rule
+   * @deprecated
+   * @description Changes the fields given. Its window restarts empty when the rule is re-read. Recorded as `config_updated`.
+   */
+  patch_audit_alerts_alert_id: {
+    parameters: {
+      path: {
+        alert_id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditAlertRulePatch"];
+      };
+    };
+    responses: {
+      /** @description The rule; `webhook_secret` is set only when this change gave it a webhook (and so a new secret) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertRuleCreated"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An alert rule's delivery log
+   * @deprecated
+   * @description Every try of every notification, newest first: `retrying` (with `next_attempt_at`), then `delivered` or `failed` (after 6 tries, or at once when the destination is refused or e-mail is unavailable).
+   */
+  get_audit_alerts_alert_id_deliveries: {
+    parameters: {
+      query?: {
+        limit?: number;
+        firing_id?: string;
+      };
+      path: {
+        alert_id: string;
+      };
+    };
+    responses: {
+      /** @description The tries */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditAlertDeliveryList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * List integrations
+   * @deprecated
+   */
+  get_audit_integrations: {
+    responses: {
+      /** @description The integrations, oldest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationList"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forward audit events to a syslog collector or a webhook
+   * @deprecated
+   * @description From now on every published audit event that passes the filter is forwarded, in batches as they are published (a webhook gets `{type: "audit.events", integration_id, events: [AuditEvent…]}`, signed like alert webhooks), with up to 6 tries over about an hour. Recorded as `config_updated`.
+   */
+  post_audit_integrations: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AuditIntegrationCreate"];
+      };
+    };
+    responses: {
+      /** @description The integration */
+      201: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationCreated"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete an integration
+   * @deprecated
+   * @description Stops forwarding; forwards still waiting for a try are dropped. Recorded as `config_updated`.
+   */
+  delete_audit_integrations_integration_id: {
+    parameters: {
+      path: {
+        integration_id: string;
+      };
+    };
+    responses: {
+      /** @description Deleted */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationDeleted"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Send a test event through every integration
+   * @deprecated
+   * @description Sends one `integration_test` event (not stored in the trail) to every integration now, once (no retry), and reports each result.
+   */
+  post_audit_test: {
+    responses: {
+      /** @description One result per integration */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AuditIntegrationTest"];
         };
       };
       /** @description Missing or invalid credentials */
