@@ -771,13 +771,18 @@ export class SiteHub extends DurableObject<HubBindings> {
         },
       },
       {
+        // Once a minute: last_seen and latest samples into the outbox for D1, and what presence and
+        // metrics hold only in memory into this hub's SQLite (one statement each).
         nextWake: (now) => {
-          const dirty = this.presence.unflushed().length > 0 || this.metrics.dirtyLatest().length > 0;
+          const dirty = this.presence.hasPending() || this.metrics.hasPending() ||
+            this.presence.unflushed().length > 0 || this.metrics.dirtyLatest().length > 0;
           return dirty ? Math.max(now, Number(this.meta("flushed_at") ?? 0) + LAST_SEEN_FLUSH_MS) : undefined;
         },
         onAlarm: async (now) => {
           if (now - Number(this.meta("flushed_at") ?? 0) < LAST_SEEN_FLUSH_MS) return;
           this.queueLastSeen(now);
+          this.presence.persistPending();
+          this.metrics.persistPending();
         },
       },
       {
