@@ -177,13 +177,16 @@ export class MetricsStore {
     return [...this.states().values()].flatMap((s) => (s.latest_dirty === 1 && s.latest !== null ? [{ device_id: s.device_id, latest: s.latest }] : []));
   }
 
-  /** D1 now has these devices' latest samples; stored with the next `persistPending`. */
-  markLatestClean(deviceIds: string[]) {
-    for (const id of deviceIds) {
-      const state = this.states().get(id);
-      if (!state) continue;
+  /**
+   * D1 now has these latest samples; stored with the next `persistPending`. A device whose sample
+   * changed again while they were on their way stays dirty.
+   */
+  markLatestClean(sent: { device_id: string; latest: string }[]) {
+    for (const { device_id, latest } of sent) {
+      const state = this.states().get(device_id);
+      if (!state || state.latest !== latest) continue;
       state.latest_dirty = 0;
-      this.pending.add(id);
+      this.pending.add(device_id);
     }
   }
 

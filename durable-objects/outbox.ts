@@ -144,15 +144,6 @@ export class D1Outbox {
     }, now);
   }
 
-  lastSeen(deviceId: string, lastSeenMs: number, now: number) {
-    this.add({ kind: "last_seen", body: { device_id: deviceId, ts: iso(lastSeenMs) } }, now);
-  }
-
-  /** The device's most recent telemetry sample (as stored in metrics_state.latest). */
-  latestSample(deviceId: string, sample: Record<string, unknown>, now: number) {
-    this.add({ kind: "latest_sample", body: { ...sample, device_id: deviceId, updated_at: iso(now) } }, now);
-  }
-
   healthCheck(row: HealthCheckRow, now: number) {
     this.add({ kind: "health_check", body: { ...row, details: JSON.stringify(row.details) } }, now);
   }
@@ -182,6 +173,28 @@ export class D1Outbox {
   statement(query: ToSql, now: number) {
     const { sql, params } = query.toSQL();
     this.add({ kind: "sql", body: { sql, params } }, now);
+  }
+
+  /**
+   * Each device's last_seen and latest sample, straight to D1 in one batch, without staging rows here:
+   * they are last-wins values that presence and metrics keep marked as unsent until this succeeds, so
+   * staging them would only add billed rows. Sent only after everything staged before them, so a
+   * transition's older last_seen never lands after a newer one. False when D1 failed (nothing sent).
+   */
+  async sendLatestValues(seen: { deviceId: string; lastSeenMs: number }[], samples: { deviceId: string; sample: Record<string, unknown> }[], now: number): Promise<boolean> {
+    const rows = [
+      ...seen.map((s) => ({ kind: "last_seen" as const, body: JSON.stringify({ device_id: s.deviceId, ts: iso(s.lastSeenMs) }) })),
+      ...samples.map((s) => ({ kind: "latest_sample" as const, body: JSON.stringify({ ...s.sample, device_id: s.deviceId, updated_at: iso(now) }) })),
+    ];
+    if (!rows.length) return true;
+    if (!(await this.flushQuietly())) return false;
+    try {
+      await this.d1().batch(this.build(rows));
+      return true;
+    } catch (error) {
+      console.error("SiteHub last_seen and latest sample flush failed; will retry", error);
+      return false;
+    }
   }
 
   /** When the outbox next needs the alarm; undefined when empty. */

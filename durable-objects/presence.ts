@@ -58,11 +58,20 @@ export function migratePresence(sql: SqlStorage) {
 /** Every column of a presence row, in the order the batched upsert reads them from JSON. */
 const COLUMNS = ["device_id", "status", "last_seen_ms", "interval_s", "boot_id", "uptime_s", "reported_at", "flushed_ms", "reported_interval_s"] as const;
 
-/** One statement for any number of rows: they travel as one JSON parameter (the hub's SQL takes few parameters). */
-const UPSERT_ROWS = `
+/** What a steady sighting changes; everything else is written the moment it changes. */
+const STEADY_COLUMNS = ["last_seen_ms", "uptime_s", "reported_at", "flushed_ms"] as const;
+
+/**
+ * One statement for any number of rows: they travel as one JSON parameter (the hub's SQL takes few
+ * parameters). Only the columns named are updated; leaving `status` out when it cannot have changed
+ * spares its index a write per row.
+ */
+const upsertRows = (columns: readonly string[]) => `
   INSERT INTO presence (${COLUMNS.join(", ")})
   SELECT ${COLUMNS.map((c) => `json_extract(value, '$.${c}')`).join(", ")} FROM json_each(?) WHERE true
-  ON CONFLICT(device_id) DO UPDATE SET ${COLUMNS.filter((c) => c !== "device_id").map((c) => `${c} = excluded.${c}`).join(", ")}`;
+  ON CONFLICT(device_id) DO UPDATE SET ${columns.map((c) => `${c} = excluded.${c}`).join(", ")}`;
+const UPSERT_ROWS = upsertRows(COLUMNS.filter((c) => c !== "device_id"));
+const UPSERT_STEADY_ROWS = upsertRows(STEADY_COLUMNS);
 
 /**
  * Presence lives in memory and is written to the hub's SQLite sparingly: SQLite rows written are
@@ -77,17 +86,32 @@ export class Presence {
   private cached: Map<string, PresenceRow> | undefined;
   /** Devices whose row in memory is newer than the one stored. */
   private readonly pending = new Set<string>();
+  /**
+   * Devices read back from storage and not heard from since: their stored last_seen may be up to a
+   * flush old, so the offline sweep gives them that much more before it calls them offline, rather
+   * than flapping a device that is still calling in just because the hub restarted.
+   */
+  private readonly unconfirmed = new Set<string>();
 
   constructor(private readonly sql: SqlStorage) {}
 
   private rows(): Map<string, PresenceRow> {
-    this.cached ??= new Map(this.sql.exec<PresenceRow>("SELECT * FROM presence").toArray().map((r) => [r.device_id, r]));
+    if (!this.cached) {
+      this.cached = new Map(this.sql.exec<PresenceRow>("SELECT * FROM presence").toArray().map((r) => [r.device_id, r]));
+      for (const row of this.cached.values()) if (row.status !== "offline") this.unconfirmed.add(row.device_id);
+    }
     return this.cached;
   }
 
-  private write(rows: PresenceRow[]) {
+  /** When the device goes offline unless it is heard from. */
+  private expiresAt(row: PresenceRow): number {
+    const lastSeen = this.unconfirmed.has(row.device_id) ? row.last_seen_ms + LAST_SEEN_FLUSH_MS : row.last_seen_ms;
+    return lastSeen + offlineAfterMs(row.interval_s);
+  }
+
+  private write(rows: PresenceRow[], statement = UPSERT_ROWS) {
     if (!rows.length) return;
-    this.sql.exec(UPSERT_ROWS, JSON.stringify(rows));
+    this.sql.exec(statement, JSON.stringify(rows));
     for (const r of rows) this.pending.delete(r.device_id);
   }
 
@@ -125,6 +149,7 @@ export class Presence {
       flushed_ms: previous?.flushed_ms ?? 0,
     };
     this.rows().set(s.deviceId, row);
+    this.unconfirmed.delete(s.deviceId);
     const mustSurviveEviction = !previous || previous.status !== status || previous.interval_s !== interval ||
       previous.reported_interval_s !== reported || previous.boot_id !== row.boot_id || restarted;
     if (mustSurviveEviction) this.write([row]);
@@ -144,7 +169,7 @@ export class Presence {
     for (const row of this.rows().values()) {
       if (row.status === "offline" || skip?.has(row.device_id)) continue;
       const limit = offlineAfterMs(row.interval_s);
-      if (now - row.last_seen_ms >= limit) {
+      if (now >= this.expiresAt(row)) {
         transitions.push({
           deviceId: row.device_id,
           previous: row.status,
@@ -165,7 +190,7 @@ export class Presence {
     let next: number | undefined;
     for (const row of this.rows().values()) {
       if (row.status === "offline" || skip?.has(row.device_id)) continue;
-      const at = row.last_seen_ms + offlineAfterMs(row.interval_s);
+      const at = this.expiresAt(row);
       next = next === undefined ? at : Math.min(next, at);
     }
     return next;
@@ -191,11 +216,14 @@ export class Presence {
     return this.pending.size > 0;
   }
 
-  /** Writes every row newer in memory than in storage, in one statement; answers how many. */
+  /**
+   * Writes every row newer in memory than in storage, in one statement; answers how many. Only the
+   * steady columns can be behind: status, intervals and boot were written when they changed.
+   */
   persistPending(): number {
     const rows = [...this.pending].flatMap((id) => this.rows().get(id) ?? []);
     this.pending.clear();
-    this.write(rows);
+    this.write(rows, UPSERT_STEADY_ROWS);
     return rows.length;
   }
 
@@ -209,6 +237,7 @@ export class Presence {
 
   forget(deviceId: string) {
     this.rows().delete(deviceId);
+    this.unconfirmed.delete(deviceId);
     this.pending.delete(deviceId);
     this.sql.exec("DELETE FROM presence WHERE device_id = ?", deviceId);
   }
