@@ -5,13 +5,14 @@ import { JOB_OUTCOME_ROLLUP_UPSERT, jobOutcomeRollupRows } from "../src/shared/r
 
 /**
  * The hub's one way to write to D1. Everything a hub changes happens first in its own SQLite; what
- * D1 must learn about it — presence transitions, last_seen, each device's latest sample, health
- * checks, the agents projection, audit rows, job executions and status, job outcomes and their
- * rollups, the command index — is
+ * D1 must learn about it — presence transitions, health checks, the agents projection, audit rows,
+ * job executions and status, job outcomes and their rollups, the command index — is
  * appended here in the same synchronous step and written in coalesced batches: one statement per
  * kind per chunk through `json_each`, all in one atomic `DB.batch`. So a device's poll never waits on
  * D1, a fan-out to a thousand devices is a handful of statements, and a D1 outage loses nothing: a
- * failed batch stays here and the alarm retries it with backoff.
+ * failed batch stays here and the alarm retries it with backoff. Each device's last_seen and latest
+ * sample are the exception: last-wins values that presence and metrics keep marked unsent, they go
+ * through `sendLatestValues` without staging rows.
  *
  * Delivery is at-least-once: a batch that succeeded in D1 but whose rows could not be deleted here
  * (the object died in between) is sent again. Status, last_seen, latest sample, projection and

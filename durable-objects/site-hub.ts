@@ -771,7 +771,7 @@ export class SiteHub extends DurableObject<HubBindings> {
         },
       },
       {
-        // Once a minute: last_seen and latest samples into the outbox for D1, and what presence and
+        // Once a minute: last_seen and latest samples to D1, and what presence and
         // metrics hold only in memory into this hub's SQLite (one statement each).
         nextWake: (now) => {
           const dirty = this.presence.hasPending() || this.metrics.hasPending() ||
