@@ -216,7 +216,7 @@ function perDeviceMonth(run, mode) {
     d1_rows_written: (run.counts.worker.d1.rows_written + hub.d1.rows_written) * byReal,
     d1_raw_queries: (run.counts.worker.d1.raw_queries + hub.d1.raw_queries) * bySim,
     mean_round_trip_ms: +meanRttMs.toFixed(2),
-    /** Share of telemetry samples the delta rules stored (each stored sample writes history, state and a live event). */
+    /** Share of telemetry samples the delta rules stored (each stored sample writes a history row and a live event). */
     stored_sample_share: +(run.devices.reduce((a, x) => a + x.stored, 0) / Math.max(1, run.devices.reduce((a, x) => a + x.samples, 0))).toFixed(3),
   };
   const w = CLOUDFLARE.workers;
