@@ -14,7 +14,8 @@ import type { PresenceRow } from "../../durable-objects/presence";
 async function expectedDevices(siteId: string) {
   const rows = await db().select().from(schema.devices).where(eq(schema.devices.siteId, siteId))
     .orderBy(desc(schema.devices.createdAt), desc(schema.devices.id)).all();
-  const presence = await runInDurableObject(hub(siteId), (_hub, state) => state.storage.sql.exec<PresenceRow>("SELECT * FROM presence").toArray());
+  // Presence as the hub holds it (steady sightings reach its storage only at the minute flush).
+  const presence = await runInDurableObject(hub(siteId), (instance) => (instance as unknown as { presence: { all(): PresenceRow[] } }).presence.all());
   const live = new Map(presence.map((p) => [p.device_id, p]));
   return rows.map((d) => {
     const p = live.get(d.deviceId);
