@@ -79,14 +79,7 @@ function countingNamespace(ns) {
   });
 }
 
-/**
- * SQLite rows are counted apart for alarm runs: what the hub does on its own clock (the once-a-minute
- * flushes) scales with real time, what devices cause with device time (bench/cost.mjs). A request that
- * interleaves with an alarm while it awaits D1 is counted with the alarm.
- */
-const zeroHub = () => ({
-  websocket_messages: 0, alarms: 0, sql_rows_read: 0, sql_rows_written: 0, alarm_sql_rows_read: 0, alarm_sql_rows_written: 0, d1: zeroD1(),
-});
+const zeroHub = () => ({ websocket_messages: 0, alarms: 0, sql_rows_read: 0, sql_rows_written: 0, d1: zeroD1() });
 
 export class SiteHub extends BundledSiteHub {
   constructor(ctx, env) {
@@ -112,27 +105,14 @@ export class SiteHub extends BundledSiteHub {
 
   async alarm() {
     this.bench.alarms++;
-    this.drainCursors(false);
-    try {
-      return await super.alarm();
-    } finally {
-      this.drainCursors(true);
-    }
-  }
-
-  drainCursors(inAlarm) {
-    for (const cursor of this.benchCursors.splice(0)) {
-      this.bench.sql_rows_read += cursor.rowsRead;
-      this.bench.sql_rows_written += cursor.rowsWritten;
-      if (inAlarm) {
-        this.bench.alarm_sql_rows_read += cursor.rowsRead;
-        this.bench.alarm_sql_rows_written += cursor.rowsWritten;
-      }
-    }
+    return super.alarm();
   }
 
   async benchCounts(reset = false) {
-    this.drainCursors(false);
+    for (const cursor of this.benchCursors.splice(0)) {
+      this.bench.sql_rows_read += cursor.rowsRead;
+      this.bench.sql_rows_written += cursor.rowsWritten;
+    }
     const counts = { ...this.bench, storage_bytes: this.ctx.storage.sql.databaseSize };
     if (reset) this.bench = zeroHub();
     return counts;

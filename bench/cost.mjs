@@ -208,15 +208,14 @@ function perDeviceMonth(run, mode) {
     do_rpc_requests: run.counts.worker.do_requests * bySim + reconnects,
     do_websocket_messages: hub.websocket_messages * bySim,
     do_alarms: hub.alarms * byReal,
-    do_sql_rows_read: (hub.sql_rows_read - hub.alarm_sql_rows_read) * bySim + hub.alarm_sql_rows_read * byReal,
-    do_sql_rows_written: (hub.sql_rows_written - hub.alarm_sql_rows_written) * bySim + hub.alarm_sql_rows_written * byReal,
-    do_sql_rows_written_by_alarms: hub.alarm_sql_rows_written * byReal,
+    do_sql_rows_read: hub.sql_rows_read * bySim,
+    do_sql_rows_written: hub.sql_rows_written * bySim,
     do_storage_gb: hub.storage_bytes / DEVICES / 1e9,
     d1_rows_read: (run.counts.worker.d1.rows_read + hub.d1.rows_read) * byReal,
     d1_rows_written: (run.counts.worker.d1.rows_written + hub.d1.rows_written) * byReal,
     d1_raw_queries: (run.counts.worker.d1.raw_queries + hub.d1.raw_queries) * bySim,
     mean_round_trip_ms: +meanRttMs.toFixed(2),
-    /** Share of telemetry samples the delta rules stored (each stored sample writes a history row and a live event). */
+    /** Share of telemetry samples the delta rules stored (each stored sample writes history, state and a live event). */
     stored_sample_share: +(run.devices.reduce((a, x) => a + x.stored, 0) / Math.max(1, run.devices.reduce((a, x) => a + x.samples, 0))).toFixed(3),
   };
   const w = CLOUDFLARE.workers;
@@ -271,7 +270,6 @@ try {
     ["DO billed requests", n(http.billed_do_requests), n(channel.billed_do_requests)],
     ["DO SQLite rows read", n(http.month.do_sql_rows_read), n(channel.month.do_sql_rows_read)],
     ["DO SQLite rows written", n(http.month.do_sql_rows_written), n(channel.month.do_sql_rows_written)],
-    ["  of which by alarms (flushes)", n(http.month.do_sql_rows_written_by_alarms), n(channel.month.do_sql_rows_written_by_alarms)],
     ["D1 rows read", n(http.month.d1_rows_read), n(channel.month.d1_rows_read)],
     ["D1 rows written", n(http.month.d1_rows_written), n(channel.month.d1_rows_written)],
     ["DO storage (bytes/device)", n(http.storage_bytes_per_device), n(channel.storage_bytes_per_device)],

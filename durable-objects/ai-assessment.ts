@@ -43,7 +43,7 @@ export class AiAssessor {
   }
 
   private deviceIds(): string[] {
-    return this.metrics.deviceIds();
+    return this.sql.exec<{ device_id: string }>("SELECT device_id FROM metrics_state ORDER BY device_id").toArray().map((r) => r.device_id);
   }
 
   /** One device's latest values against its own last day (the latest sample left out), or its peers'. */

@@ -3,16 +3,8 @@ import type { Sample, StoreDecision, StoreReason } from "../src/shared/hub-contr
 import { iso } from "../src/shared/time";
 /**
  * Metrics delta storage: per device, a sample is kept only when it says something new —
- * the first after a device restart, a keyframe every few minutes (`snapshotIntervalMs`), or a real
- * change: some metric moved by more than its absolute deadband AND by more than the relative
- * threshold since the last kept sample (docs/device-channel.md, "What a sample costs"). The kept
- * rows are the device's history, in this Durable Object's SQLite; D1 gets the latest sample in the
- * site flush.
- *
- * The per-device decision state and latest sample live in memory and reach SQLite in one statement
- * on the hub's once-a-minute flush (`persistPending`), so a sample that is not kept writes no row.
- * After an eviction the stored state may be a minute old; the worst that does is keep one extra
- * sample. A restart seen by a heartbeat is written at once.
+ * the first after a device restart, a snapshot every few minutes, or a real change. The kept rows are
+ * the device's history, in this Durable Object's SQLite; D1 gets the latest sample in the site flush.
  */
 export const METRICS_SCHEMA = `
   CREATE TABLE IF NOT EXISTS metrics_state (
@@ -49,12 +41,10 @@ export type StoredState = {
   restart_seen: number;
 };
 
-function deviates(previous: number | null, next: number | undefined, deadband: number, policy: MetricsPolicy): boolean {
+function deviates(previous: number | null, next: number | undefined, policy: MetricsPolicy): boolean {
   if (next === undefined || previous === null) return next !== undefined && previous === null;
-  const delta = Math.abs(next - previous);
-  if (delta <= deadband) return false;
-  if (previous === 0) return delta > policy.zeroBaselineDelta;
-  return delta / Math.abs(previous) > policy.changeThreshold;
+  if (previous === 0) return Math.abs(next) > policy.zeroBaselineDelta;
+  return Math.abs(next - previous) / Math.abs(previous) > policy.changeThreshold;
 }
 
 /** The storage decision, as a pure function of the stored state and the new sample. */
@@ -67,59 +57,33 @@ export function decide(state: StoredState | undefined, sample: Sample, now: numb
   if (restarted) return "first_sample";
   if (now - state.stored_at_ms >= policy.snapshotIntervalMs) return "snapshot_interval";
   const changed =
-    deviates(state.cpu, sample.cpu_usage, policy.deadband.cpu, policy) ||
-    deviates(state.memory, sample.memory_usage, policy.deadband.memory, policy) ||
-    deviates(state.disk, sample.disk_usage, policy.deadband.disk, policy) ||
-    deviates(state.latency, sample.network_latency_ms, policy.deadband.latencyMs, policy) ||
+    deviates(state.cpu, sample.cpu_usage, policy) ||
+    deviates(state.memory, sample.memory_usage, policy) ||
+    deviates(state.disk, sample.disk_usage, policy) ||
+    deviates(state.latency, sample.network_latency_ms, policy) ||
     (sample.error_rate !== undefined &&
       (state.error_rate === null || Math.abs(sample.error_rate - state.error_rate) > policy.errorRateDelta));
   return changed ? "changed" : "unchanged";
 }
 
-/** The decision state and latest sample of one device, as held in memory and stored in metrics_state. */
-type DeviceState = StoredState & { device_id: string; latest: string | null; latest_dirty: number };
-
-const STATE_COLUMNS = [
-  "device_id", "stored_at_ms", "cpu", "memory", "disk", "latency", "error_rate", "boot_id", "uptime_s", "restart_seen", "latest", "latest_dirty",
-] as const;
-
-/** One statement for any number of devices: the rows travel as one JSON parameter. */
-const UPSERT_STATES = `
-  INSERT INTO metrics_state (${STATE_COLUMNS.join(", ")})
-  SELECT ${STATE_COLUMNS.map((c) => `json_extract(value, '$.${c}')`).join(", ")} FROM json_each(?) WHERE true
-  ON CONFLICT(device_id) DO UPDATE SET ${STATE_COLUMNS.filter((c) => c !== "device_id").map((c) => `${c} = excluded.${c}`).join(", ")}`;
-
 export class MetricsStore {
-  private cached: Map<string, DeviceState> | undefined;
-  /** Devices whose state in memory is newer than the stored one. */
-  private readonly pending = new Set<string>();
-
   constructor(private readonly sql: SqlStorage, private readonly policy: MetricsPolicy) {}
-
-  private states(): Map<string, DeviceState> {
-    this.cached ??= new Map(this.sql.exec<DeviceState>(`SELECT ${STATE_COLUMNS.join(", ")} FROM metrics_state`).toArray().map((r) => [r.device_id, r]));
-    return this.cached;
-  }
 
   /** A device restart seen by a heartbeat makes the next sample a first sample. */
   noteRestart(deviceId: string) {
-    const state = this.states().get(deviceId);
-    if (!state) return;
-    state.restart_seen = 1;
     this.sql.exec("UPDATE metrics_state SET restart_seen = 1 WHERE device_id = ?", deviceId);
   }
 
   ingest(deviceId: string, sample: Sample, now: number): StoreDecision {
-    const state = this.states().get(deviceId);
+    const state = this.sql.exec<StoredState>("SELECT * FROM metrics_state WHERE device_id = ?", deviceId).toArray()[0];
     const reason = decide(state, sample, now, this.policy);
     const recordedAt = iso(now);
     const latest = JSON.stringify({ ...sample, recorded_at: recordedAt, device_timestamp: sample.timestamp ?? null });
-    this.pending.add(deviceId);
-    if (state && reason === "unchanged") {
-      state.uptime_s = sample.uptime_seconds ?? state.uptime_s;
-      state.boot_id = sample.boot_id ?? state.boot_id;
-      state.latest = latest;
-      state.latest_dirty = 1;
+    if (reason === "unchanged") {
+      this.sql.exec(
+        "UPDATE metrics_state SET uptime_s = coalesce(?, uptime_s), boot_id = coalesce(?, boot_id), latest = ?, latest_dirty = 1 WHERE device_id = ?",
+        sample.uptime_seconds ?? null, sample.boot_id ?? null, latest, deviceId,
+      );
       return { stored: false, reason };
     }
     this.sql.exec(
@@ -128,31 +92,17 @@ export class MetricsStore {
       deviceId, recordedAt, sample.cpu_usage, sample.memory_usage, sample.disk_usage, sample.temperature ?? null,
       sample.network_latency_ms ?? null, sample.transaction_count ?? null, sample.uptime_seconds ?? null, sample.error_rate ?? null, reason,
     );
-    this.states().set(deviceId, {
-      device_id: deviceId, stored_at_ms: now, cpu: sample.cpu_usage, memory: sample.memory_usage, disk: sample.disk_usage,
-      latency: sample.network_latency_ms ?? null, error_rate: sample.error_rate ?? null,
-      boot_id: sample.boot_id ?? state?.boot_id ?? null, uptime_s: sample.uptime_seconds ?? state?.uptime_s ?? null,
-      restart_seen: 0, latest, latest_dirty: 1,
-    });
+    this.sql.exec(
+      `INSERT INTO metrics_state (device_id, stored_at_ms, cpu, memory, disk, latency, error_rate, boot_id, uptime_s, restart_seen, latest, latest_dirty)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 1)
+       ON CONFLICT(device_id) DO UPDATE SET stored_at_ms = excluded.stored_at_ms, cpu = excluded.cpu, memory = excluded.memory,
+         disk = excluded.disk, latency = excluded.latency, error_rate = excluded.error_rate,
+         boot_id = coalesce(excluded.boot_id, boot_id), uptime_s = coalesce(excluded.uptime_s, uptime_s),
+         restart_seen = 0, latest = excluded.latest, latest_dirty = 1`,
+      deviceId, now, sample.cpu_usage, sample.memory_usage, sample.disk_usage, sample.network_latency_ms ?? null,
+      sample.error_rate ?? null, sample.boot_id ?? null, sample.uptime_seconds ?? null, latest,
+    );
     return { stored: true, reason };
-  }
-
-  /** Whether some device's state in memory is newer than the stored one. */
-  hasPending(): boolean {
-    return this.pending.size > 0;
-  }
-
-  /** Writes every device state newer in memory than in storage, in one statement; answers how many. */
-  persistPending(): number {
-    const rows = [...this.pending].flatMap((id) => this.states().get(id) ?? []);
-    this.pending.clear();
-    if (rows.length) this.sql.exec(UPSERT_STATES, JSON.stringify(rows));
-    return rows.length;
-  }
-
-  /** Devices that have sent telemetry here, in id order. */
-  deviceIds(): string[] {
-    return [...this.states().keys()].sort();
   }
 
   history(deviceId: string, sinceIso: string, limit = 5000) {
@@ -169,25 +119,16 @@ export class MetricsStore {
 
   /** The device's most recent sample, stored or not (with when it arrived). */
   latest(deviceId: string): (Sample & { recorded_at: string }) | null {
-    const text = this.states().get(deviceId)?.latest;
+    const text = this.sql.exec<{ latest: string | null }>("SELECT latest FROM metrics_state WHERE device_id = ?", deviceId).toArray()[0]?.latest;
     return text ? JSON.parse(text) : null;
   }
 
   dirtyLatest(): { device_id: string; latest: string }[] {
-    return [...this.states().values()].flatMap((s) => (s.latest_dirty === 1 && s.latest !== null ? [{ device_id: s.device_id, latest: s.latest }] : []));
+    return this.sql.exec<{ device_id: string; latest: string }>("SELECT device_id, latest FROM metrics_state WHERE latest_dirty = 1 AND latest IS NOT NULL").toArray();
   }
 
-  /**
-   * D1 now has these latest samples; stored with the next `persistPending`. A device whose sample
-   * changed again while they were on their way stays dirty.
-   */
-  markLatestClean(sent: { device_id: string; latest: string }[]) {
-    for (const { device_id, latest } of sent) {
-      const state = this.states().get(device_id);
-      if (!state || state.latest !== latest) continue;
-      state.latest_dirty = 0;
-      this.pending.add(device_id);
-    }
+  markLatestClean(deviceIds: string[]) {
+    for (const id of deviceIds) this.sql.exec("UPDATE metrics_state SET latest_dirty = 0 WHERE device_id = ?", id);
   }
 
   prune(now: number) {

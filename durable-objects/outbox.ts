@@ -5,14 +5,13 @@ import { JOB_OUTCOME_ROLLUP_UPSERT, jobOutcomeRollupRows } from "../src/shared/r
 
 /**
  * The hub's one way to write to D1. Everything a hub changes happens first in its own SQLite; what
- * D1 must learn about it — presence transitions, health checks, the agents projection, audit rows,
- * job executions and status, job outcomes and their rollups, the command index — is
+ * D1 must learn about it — presence transitions, last_seen, each device's latest sample, health
+ * checks, the agents projection, audit rows, job executions and status, job outcomes and their
+ * rollups, the command index — is
  * appended here in the same synchronous step and written in coalesced batches: one statement per
  * kind per chunk through `json_each`, all in one atomic `DB.batch`. So a device's poll never waits on
  * D1, a fan-out to a thousand devices is a handful of statements, and a D1 outage loses nothing: a
- * failed batch stays here and the alarm retries it with backoff. Each device's last_seen and latest
- * sample are the exception: last-wins values that presence and metrics keep marked unsent, they go
- * through `sendLatestValues` without staging rows.
+ * failed batch stays here and the alarm retries it with backoff.
  *
  * Delivery is at-least-once: a batch that succeeded in D1 but whose rows could not be deleted here
  * (the object died in between) is sent again. Status, last_seen, latest sample, projection and
@@ -149,6 +148,15 @@ export class D1Outbox {
     }, now);
   }
 
+  lastSeen(deviceId: string, lastSeenMs: number, now: number) {
+    this.add({ kind: "last_seen", body: { device_id: deviceId, ts: iso(lastSeenMs) } }, now);
+  }
+
+  /** The device's most recent telemetry sample (as stored in metrics_state.latest). */
+  latestSample(deviceId: string, sample: Record<string, unknown>, now: number) {
+    this.add({ kind: "latest_sample", body: { ...sample, device_id: deviceId, updated_at: iso(now) } }, now);
+  }
+
   healthCheck(row: HealthCheckRow, now: number) {
     this.add({ kind: "health_check", body: { ...row, details: JSON.stringify(row.details) } }, now);
   }
@@ -178,28 +186,6 @@ export class D1Outbox {
   statement(query: ToSql, now: number) {
     const { sql, params } = query.toSQL();
     this.add({ kind: "sql", body: { sql, params } }, now);
-  }
-
-  /**
-   * Each device's last_seen and latest sample, straight to D1 in one batch, without staging rows here:
-   * they are last-wins values that presence and metrics keep marked as unsent until this succeeds, so
-   * staging them would only add billed rows. Sent only after everything staged before them, so a
-   * transition's older last_seen never lands after a newer one. False when D1 failed (nothing sent).
-   */
-  async sendLatestValues(seen: { deviceId: string; lastSeenMs: number }[], samples: { deviceId: string; sample: Record<string, unknown> }[], now: number): Promise<boolean> {
-    const rows = [
-      ...seen.map((s) => ({ kind: "last_seen" as const, body: JSON.stringify({ device_id: s.deviceId, ts: iso(s.lastSeenMs) }) })),
-      ...samples.map((s) => ({ kind: "latest_sample" as const, body: JSON.stringify({ ...s.sample, device_id: s.deviceId, updated_at: iso(now) }) })),
-    ];
-    if (!rows.length) return true;
-    if (!(await this.flushQuietly())) return false;
-    try {
-      await this.d1().batch(this.build(rows));
-      return true;
-    } catch (error) {
-      console.error("SiteHub last_seen and latest sample flush failed; will retry", error);
-      return false;
-    }
   }
 
   /** When the outbox next needs the alarm; undefined when empty. */

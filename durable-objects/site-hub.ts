@@ -897,18 +897,13 @@ export class SiteHub extends DurableObject<HubBindings> {
         },
       },
       {
-        // Once a minute: last_seen and latest samples to D1, and what presence and
-        // metrics hold only in memory into this hub's SQLite (one statement each).
         nextWake: (now) => {
-          const dirty = this.presence.hasPending() || this.metrics.hasPending() ||
-            this.presence.unflushed().length > 0 || this.metrics.dirtyLatest().length > 0;
+          const dirty = this.presence.unflushed().length > 0 || this.metrics.dirtyLatest().length > 0;
           return dirty ? Math.max(now, Number(this.meta("flushed_at") ?? 0) + LAST_SEEN_FLUSH_MS) : undefined;
         },
         onAlarm: async (now) => {
           if (now - Number(this.meta("flushed_at") ?? 0) < LAST_SEEN_FLUSH_MS) return;
-          await this.sendLastSeen(now);
-          this.presence.persistPending();
-          this.metrics.persistPending();
+          this.queueLastSeen(now);
         },
       },
       {
@@ -981,23 +976,17 @@ export class SiteHub extends DurableObject<HubBindings> {
     }
   }
 
-  /**
-   * Coalesced last_seen of every device heard from and each device's latest sample, to D1. What fails
-   * stays marked unsent and goes with the next minute's flush (the minute is the backoff).
-   */
-  private async sendLastSeen(now: number) {
+  /** Coalesced last_seen of every device heard from and each device's latest sample, into the outbox. */
+  private queueLastSeen(now: number) {
     const seen = this.presence.unflushed();
     const latest = this.metrics.dirtyLatest();
-    // The device list shows last seen as D1 will hold it after this flush.
-    for (const p of seen) this.roster.noteLastSeen(p.device_id, iso(p.last_seen_ms));
-    this.setMeta("flushed_at", String(now));
-    const sent = await this.outbox.sendLatestValues(
-      seen.map((p) => ({ deviceId: p.device_id, lastSeenMs: p.last_seen_ms })),
-      latest.map((l) => ({ deviceId: l.device_id, sample: JSON.parse(l.latest) })),
-      now,
-    );
-    if (!sent) return;
+    for (const p of seen) {
+      this.outbox.lastSeen(p.device_id, p.last_seen_ms, now);
+      this.roster.noteLastSeen(p.device_id, iso(p.last_seen_ms));
+    }
+    for (const l of latest) this.outbox.latestSample(l.device_id, JSON.parse(l.latest), now);
     this.presence.markFlushed(seen);
-    this.metrics.markLatestClean(latest);
+    this.metrics.markLatestClean(latest.map((l) => l.device_id));
+    this.setMeta("flushed_at", String(now));
   }
 }

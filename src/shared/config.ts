@@ -20,10 +20,6 @@ export interface Vars {
   METRICS_SNAPSHOT_INTERVAL_S?: string;
   METRICS_CHANGE_THRESHOLD_PERCENT?: string;
   METRICS_ERROR_RATE_DELTA?: string;
-  METRICS_DEADBAND_CPU_POINTS?: string;
-  METRICS_DEADBAND_MEMORY_POINTS?: string;
-  METRICS_DEADBAND_DISK_POINTS?: string;
-  METRICS_DEADBAND_LATENCY_MS?: string;
   METRICS_RETENTION_DAYS?: string;
   AGENT_FAILURE_RATE?: string;
   BOOTSTRAP_ENROLMENTS_PER_HOUR?: string;
@@ -73,12 +69,6 @@ export interface MetricsPolicy {
   /** Absolute change used when the stored value is 0. */
   zeroBaselineDelta: number;
   errorRateDelta: number;
-  /**
-   * Absolute moves a metric must exceed, besides the relative threshold, to count as a change
-   * (percentage points for cpu, memory and disk; milliseconds for latency). They keep sensor noise
-   * out of the history; 0 turns one off.
-   */
-  deadband: { cpu: number; memory: number; disk: number; latencyMs: number };
   retentionDays: number;
 }
 
@@ -142,13 +132,6 @@ function positive(value: string | undefined, fallback: number, max = Number.POSI
   if (value === undefined || value.trim() === "") return fallback;
   const n = Number(value);
   return Number.isFinite(n) && n > 0 && n <= max ? n : fallback;
-}
-
-/** A number in [0, max]; anything else is the fallback. */
-function nonNegative(value: string | undefined, fallback: number, max: number): number {
-  if (value === undefined || value.trim() === "") return fallback;
-  const n = Number(value);
-  return Number.isFinite(n) && n >= 0 && n <= max ? n : fallback;
 }
 
 /** A whole number in [1, max]; anything else is the fallback. */
@@ -227,12 +210,6 @@ export function readConfig(vars: Vars): Config {
       changeThreshold: positive(vars.METRICS_CHANGE_THRESHOLD_PERCENT, 5) / 100,
       zeroBaselineDelta: 1.0,
       errorRateDelta: positive(vars.METRICS_ERROR_RATE_DELTA, 0.01),
-      deadband: {
-        cpu: nonNegative(vars.METRICS_DEADBAND_CPU_POINTS, 15, 100),
-        memory: nonNegative(vars.METRICS_DEADBAND_MEMORY_POINTS, 5, 100),
-        disk: nonNegative(vars.METRICS_DEADBAND_DISK_POINTS, 5, 100),
-        latencyMs: nonNegative(vars.METRICS_DEADBAND_LATENCY_MS, 20, 60_000),
-      },
       retentionDays: positive(vars.METRICS_RETENTION_DAYS, 90),
     },
     agentFailureRate: share(vars.AGENT_FAILURE_RATE, 0.05),
