@@ -1,5 +1,8 @@
 import type { Db, Env } from "../env";
+import { eq } from "drizzle-orm";
+import { users } from "../db/schema";
 import { siteHub } from "../hub/client";
+import { auditStream } from "../hub/audit-stream";
 import { currentSiteRoles } from "./access";
 
 /** How many hubs are told at once: a tenant role or an administrator can span many sites. */
@@ -13,6 +16,7 @@ const REVOCATION_FAN_OUT = 16;
  * and skipped: the change itself stands.
  */
 export async function syncLiveAccess(env: Env, db: Db, userId: number, siteIds: string[]) {
+  await syncAuditStreamAccess(env, db, userId);
   if (siteIds.length === 0) return;
   const roles = await currentSiteRoles(db, userId, siteIds);
   for (let i = 0; i < siteIds.length; i += REVOCATION_FAN_OUT) {
@@ -22,5 +26,25 @@ export async function syncLiveAccess(env: Env, db: Db, userId: number, siteIds: 
     results.forEach((result, j) => {
       if (result.status === "rejected") console.error(`live access of user ${userId} on site ${batch[j]} not updated`, result.reason);
     });
+  }
+}
+
+/**
+ * The same for the user's live audit streams: asks the AuditStream object which sites they watch,
+ * reads what the user may watch now (every site while an active administrator, else the sites on
+ * which they hold a role), and has it end the rest. It does not depend on which sites the change
+ * touched, so it is right for any change, a lost administrator flag included.
+ */
+export async function syncAuditStreamAccess(env: Env, db: Db, userId: number) {
+  try {
+    const stream = auditStream(env);
+    const watched = await stream.watchedSites(userId);
+    if (!watched.unscoped && watched.site_ids.length === 0) return;
+    const user = await db.select({ isAdmin: users.isAdmin, isActive: users.isActive }).from(users).where(eq(users.id, userId)).get();
+    const admin = Boolean(user?.isActive && user.isAdmin);
+    const roles = await currentSiteRoles(db, userId, watched.site_ids);
+    await stream.revokeSubscriber(userId, { unscoped: admin, site_ids: watched.site_ids.filter((id) => roles.get(id) !== undefined) });
+  } catch (error) {
+    console.error(`audit stream access of user ${userId} not updated`, error);
   }
 }
