@@ -8,7 +8,7 @@ import { chainedFieldsOf, toAuditEventView, type AuditRow } from "../src/shared/
 import { AlertEvaluator } from "./audit-alerts";
 import { emailAvailable, outboundPolicy, retryBaseMs } from "../src/shared/audit-settings";
 import {
-  AUDIT_STREAM_KEEPALIVE_MS, AuditStreamFilterSchema, matchesFilter, type AuditStreamFilter, type NudgeReply,
+  AUDIT_STREAM_KEEPALIVE_MS, AuditStreamFilterSchema, matchesFilter, type AuditStreamFilter, type NudgeReply, type WatchedSites,
 } from "../src/shared/audit-stream-contract";
 
 const { auditLogs } = schema;
@@ -118,6 +118,35 @@ export class AuditStream extends DurableObject<HubBindings> {
   /** Open audit streams (for status reports). */
   async subscriberCount(): Promise<number> {
     return this.subscriptions.size;
+  }
+
+  /** What the user's open subscriptions watch, for the Worker to check against their access now. */
+  async watchedSites(userId: number): Promise<WatchedSites> {
+    const mine = [...this.subscriptions].filter((s) => s.filter.user_id === userId);
+    return {
+      unscoped: mine.some((s) => s.filter.site_id === undefined),
+      site_ids: [...new Set(mine.flatMap((s) => (s.filter.site_id === undefined ? [] : [s.filter.site_id])))],
+    };
+  }
+
+  /**
+   * Ends the user's subscriptions that their access no longer allows: every one naming no site
+   * unless `allowed.unscoped` (still an administrator), and every one naming a site not in
+   * `allowed.site_ids`. Each gets a last comment saying why. Answers how many were ended.
+   */
+  async revokeSubscriber(userId: number, allowed: WatchedSites): Promise<number> {
+    let ended = 0;
+    for (const subscription of [...this.subscriptions]) {
+      if (subscription.filter.user_id !== userId) continue;
+      const site = subscription.filter.site_id;
+      const stillAllowed = site === undefined ? allowed.unscoped : allowed.unscoped || allowed.site_ids.includes(site);
+      if (stillAllowed) continue;
+      this.forget(subscription);
+      const { writer } = subscription;
+      void writer.write(encoder.encode(": access revoked\n\n")).catch(() => undefined).finally(() => writer.close().catch(() => undefined));
+      ended++;
+    }
+    return ended;
   }
 
   /** Runs `work` alone: tails and replays never interleave, so a resuming subscriber misses nothing. */

@@ -10,7 +10,7 @@ import { iso, isoOrNull, systemClock, type Clock } from "../src/shared/time";
 import { isOpenCommandStatus } from "../src/shared/vocabulary";
 import { inWindow } from "../src/shared/rollout-plan";
 import {
-  RolloutDeviceReportSchema, RolloutPlanSchema,
+  ROLLOUT_EVENTS_KEEPALIVE_MS, ROLLOUT_EVENTS_RETRY_MS, RolloutDeviceReportSchema, RolloutEventsRequestSchema, RolloutPlanSchema,
   type Actor, type ControlResult, type RolloutControl, type RolloutPlan, type RolloutProgress, type RolloutStatus, type TargetCounts, type TargetState,
 } from "../src/shared/rollout-contract";
 import type { SiteHub } from "./site-hub";
@@ -71,6 +71,15 @@ type TargetRow = {
 
 type BatchRow = { job_id: string; site_id: string; wave: number; kind: "rollout" | "rollback"; device_ids: string; created_ms: number; handed: number; open: number; cancelled: number };
 
+/** An open progress stream: who opened it (a revocation names them) and where its frames go. */
+interface ProgressStream {
+  userId: number;
+  writer: WritableStreamDefaultWriter<Uint8Array>;
+}
+
+const encoder = new TextEncoder();
+const isFinished = (status: RolloutStatus) => status === "completed" || status === "aborted";
+
 const AUDIT_OF: Record<RolloutControl, string> = {
   pause: "rollout_paused", resume: "rollout_resumed", abort: "rollout_aborted", promote: "rollout_promoted",
 };
@@ -90,6 +99,11 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
   private readonly sql: SqlStorage;
   /** Ticks and controls run one at a time: a hub call in one must not interleave with another's writes. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** Open progress streams. They live in memory: a stream holds this instance for as long as it is open. */
+  private streams = new Set<ProgressStream>();
+  private keepalive: ReturnType<typeof setInterval> | undefined;
+  /** The progress last numbered (its JSON), so that a tick that changed nothing sends nothing. */
+  private lastNumbered: string | undefined;
 
   constructor(ctx: DurableObjectState, env: RolloutBindings) {
     super(ctx, env);
@@ -175,6 +189,55 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
     await this.serial(() => this.tick());
   }
 
+  /**
+   * A progress stream for a subscriber the Worker has authorised: `retry:`, then a snapshot of the
+   * progress (its `id:` the rollout's event sequence number), then a frame on every change, until
+   * the rollout finishes. A finished rollout gets its final snapshot and the stream ends; a client
+   * that already had that snapshot (Last-Event-ID) gets 204, which stops EventSource reconnecting.
+   */
+  async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    const parsed = RolloutEventsRequestSchema.safeParse(Object.fromEntries(url.searchParams));
+    if (url.pathname !== "/events" || !parsed.success || !this.plan()) return new Response("Not found", { status: 404 });
+    const { user_id: userId, last_event_id: lastEventId } = parsed.data;
+    return this.serial(async () => {
+      const { seq, frame, status } = this.numberedProgress();
+      if (isFinished(status) && lastEventId !== undefined && lastEventId >= seq) return new Response(null, { status: 204 });
+      const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+      const stream: ProgressStream = { userId, writer: writable.getWriter() };
+      this.write(stream, `retry: ${ROLLOUT_EVENTS_RETRY_MS}\n\n${frame}`);
+      if (isFinished(status)) {
+        this.end(stream);
+      } else {
+        this.streams.add(stream);
+        stream.writer.closed.catch(() => undefined).finally(() => this.forget(stream));
+        this.keepalive ??= setInterval(() => {
+          for (const open of this.streams) this.write(open, ": keep-alive\n\n");
+        }, ROLLOUT_EVENTS_KEEPALIVE_MS);
+      }
+      return new Response(readable, {
+        headers: { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no" },
+      });
+    });
+  }
+
+  /** The user lost access to every site of the rollout: their streams get a last comment and end. Answers how many. */
+  async revokeSubscriber(userId: number): Promise<number> {
+    let ended = 0;
+    for (const stream of [...this.streams]) {
+      if (stream.userId !== userId) continue;
+      this.write(stream, ": access revoked\n\n");
+      this.end(stream);
+      ended++;
+    }
+    return ended;
+  }
+
+  /** Open progress streams (tests and status). */
+  async streamCount(): Promise<number> {
+    return this.streams.size;
+  }
+
   // ---- state --------------------------------------------------------------------------------
 
   private meta(key: string): string | undefined {
@@ -254,7 +317,54 @@ export class RolloutOrchestrator extends DurableObject<RolloutBindings> {
     await this.handOff(plan, now);
     if (this.status() !== before) for (const s of plan.sites) touched.add(s.siteId);
     await this.publish(plan, touched);
+    this.broadcast();
     await this.scheduleNext(now);
+  }
+
+  // ---- progress streams ---------------------------------------------------------------------
+
+  /**
+   * The progress now as a frame, numbered: the sequence moves on whenever the progress differs from
+   * the one last numbered (and once after a restart, which forgot it), and is kept in storage so
+   * that ids only grow.
+   */
+  private numberedProgress() {
+    const progress = this.progress();
+    const json = JSON.stringify(progress);
+    let seq = Number(this.meta("event_seq") ?? 0);
+    if (json !== this.lastNumbered) {
+      seq++;
+      this.setMeta("event_seq", String(seq));
+      this.lastNumbered = json;
+    }
+    return { seq, status: progress.status, frame: `id: ${seq}\ndata: ${json}\n\n` };
+  }
+
+  /** After a tick: a changed progress goes to every open stream; a finished rollout ends them all. */
+  private broadcast() {
+    if (!this.streams.size) return;
+    const before = this.lastNumbered;
+    const { frame, status } = this.numberedProgress();
+    if (this.lastNumbered !== before) for (const stream of this.streams) this.write(stream, frame);
+    if (isFinished(status)) for (const stream of [...this.streams]) this.end(stream);
+  }
+
+  private write(stream: ProgressStream, text: string) {
+    stream.writer.write(encoder.encode(text)).catch(() => this.forget(stream));
+  }
+
+  /** Closes the stream once what was written before has gone out. */
+  private end(stream: ProgressStream) {
+    this.forget(stream);
+    stream.writer.close().catch(() => undefined);
+  }
+
+  private forget(stream: ProgressStream) {
+    if (!this.streams.delete(stream)) return;
+    if (!this.streams.size && this.keepalive !== undefined) {
+      clearInterval(this.keepalive);
+      this.keepalive = undefined;
+    }
   }
 
   /** Learns from each hub where its devices stand; moves executing → recovering → succeeded, or failed. */

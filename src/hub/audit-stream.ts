@@ -1,5 +1,7 @@
 import type { Env } from "../env";
-import { AUDIT_STREAM_NAME, NudgeReplySchema, subscribeUrl, type AuditStreamFilter } from "../shared/audit-stream-contract";
+import {
+  AUDIT_STREAM_NAME, NudgeReplySchema, WatchedSitesSchema, subscribeUrl, type AuditStreamFilter, type WatchedSites,
+} from "../shared/audit-stream-contract";
 
 /**
  * The Worker's only way into the AuditStream object (durable-objects/audit-stream.ts): one
@@ -25,6 +27,16 @@ export class AuditStreamClient {
   /** Alert rules changed in D1: the object re-reads them and drops notifications of deleted rules. */
   async alertRulesChanged(): Promise<void> {
     await this.stub.alertRulesChanged();
+  }
+
+  /** The sites the user's open subscriptions watch. */
+  async watchedSites(userId: number): Promise<WatchedSites> {
+    return WatchedSitesSchema.parse(await this.stub.watchedSites(userId));
+  }
+
+  /** Ends the user's subscriptions outside `allowed`; answers how many. */
+  async revokeSubscriber(userId: number, allowed: WatchedSites): Promise<number> {
+    return this.stub.revokeSubscriber(userId, WatchedSitesSchema.parse(allowed));
   }
 
   async subscriberCount(): Promise<number> {

@@ -5,7 +5,7 @@
  */
 import type { Env } from "../env";
 import {
-  ControlResultSchema, RolloutProgressSchema, ROLLOUT_STATUSES,
+  ControlResultSchema, RolloutProgressSchema, ROLLOUT_STATUSES, rolloutEventsUrl,
   type Actor, type RolloutControl, type RolloutPlan,
 } from "../shared/rollout-contract";
 import { z } from "@hono/zod-openapi";
@@ -29,6 +29,16 @@ export class RolloutClient {
 
   async control(kind: RolloutControl, actor: Actor) {
     return ControlResultSchema.parse(await this.stub.control(kind, actor));
+  }
+
+  /** The progress stream (server-sent events) for an authorised user, resuming after `lastEventId`. */
+  events(userId: number, lastEventId: number | undefined): Promise<Response> {
+    return this.stub.fetch(rolloutEventsUrl(userId, lastEventId), { headers: { Accept: "text/event-stream" } });
+  }
+
+  /** Ends the user's progress streams of this rollout; answers how many. */
+  async revokeSubscriber(userId: number): Promise<number> {
+    return z.number().int().parse(await this.stub.revokeSubscriber(userId));
   }
 
   /** The cron's re-drive: one step now. */

@@ -231,6 +231,16 @@ export async function readRollout(env: Env, row: RolloutRow) {
   return { row, progress: await rolloutOrchestrator(env, row.rolloutId).progress() };
 }
 
+/**
+ * The rollout's progress stream for a user authorised to read it; an orchestrator that never got
+ * its plan is handed it first (as a control does), so the stream has something to show.
+ */
+export async function rolloutEvents(env: Env, user: AuthUser, row: RolloutRow, lastEventId: number | undefined) {
+  const client = rolloutOrchestrator(env, row.rolloutId);
+  if (!(await client.progress())) await client.initialise(row.plan as RolloutPlan);
+  return client.events(user.id, lastEventId);
+}
+
 /** Rollouts touching a site the caller can read (administrators: all), newest first. */
 export async function listRollouts(db: Db, user: AuthUser, q: { status?: RolloutStatus; limit: number; offset: number }) {
   let visibility: SQL | undefined;

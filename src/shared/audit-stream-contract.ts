@@ -14,6 +14,8 @@ export const AuditStreamFilterSchema = z.object({
   severity: z.enum(SEVERITIES).optional(),
   event_type: z.string().max(64).optional(),
   site_id: z.string().max(64).optional(),
+  /** Who subscribed, so that a revocation finds their subscriptions (not matched against events). */
+  user_id: z.coerce.number().int().optional(),
 });
 export type AuditStreamFilter = z.infer<typeof AuditStreamFilterSchema>;
 
@@ -46,6 +48,10 @@ export const NudgeReplySchema = z.object({
   sealed_through: z.number().int(),
 });
 export type NudgeReply = z.infer<typeof NudgeReplySchema>;
+
+/** The sites a user's open audit subscriptions watch: `unscoped` when one of them names no site. */
+export const WatchedSitesSchema = z.object({ unscoped: z.boolean(), site_ids: z.array(z.string()) });
+export type WatchedSites = z.infer<typeof WatchedSitesSchema>;
 
 /** Keep-alive comment interval on an open audit stream. */
 export const AUDIT_STREAM_KEEPALIVE_MS = 20_000;

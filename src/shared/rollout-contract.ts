@@ -93,6 +93,26 @@ export type ControlResult = z.infer<typeof ControlResultSchema>;
 export const ActorSchema = z.object({ userId: z.number().int(), email: z.string() }).nullable();
 export type Actor = z.infer<typeof ActorSchema>;
 
+// ---- progress stream (Worker → orchestrator) ---------------------------------------------------
+
+/** Keep-alive comment interval on an open rollout progress stream. */
+export const ROLLOUT_EVENTS_KEEPALIVE_MS = 20_000;
+/** What a client's EventSource waits before reconnecting to a stream that ended. */
+export const ROLLOUT_EVENTS_RETRY_MS = 3_000;
+
+/** The subscribe request's URL: who subscribes (for revocation) and the last id the client got. */
+export function rolloutEventsUrl(userId: number, lastEventId: number | undefined): string {
+  const url = new URL("https://rollout-orchestrator.internal/events");
+  url.searchParams.set("user_id", String(userId));
+  if (lastEventId !== undefined) url.searchParams.set("last_event_id", String(lastEventId));
+  return url.toString();
+}
+
+export const RolloutEventsRequestSchema = z.object({
+  user_id: z.coerce.number().int(),
+  last_event_id: z.coerce.number().int().min(0).optional(),
+});
+
 // ---- orchestrator → site hub ----------------------------------------------------------------
 
 /**

@@ -7,7 +7,8 @@ import type { AuditStream } from "../../durable-objects/audit-stream";
 import { AUDIT_STREAM_NAME } from "../../src/shared/audit-stream-contract";
 import { GENESIS_HASH, canonicalAuditEvent, chainHash } from "../../src/shared/audit-chain";
 import { chainedFieldsOf } from "../../src/shared/audit-view";
-import { admin, call, createSite, db, eventually, signup, unique } from "./helpers";
+import { admin, call, createSite, db, eventually, grantSiteRole, signup, unique } from "./helpers";
+import { syncLiveAccess } from "../../src/services/live-access";
 import { heartbeat, registerDevice } from "./device-helpers";
 import { runCron } from "./commands-helpers";
 import { openStream } from "./live-helpers";
@@ -227,5 +228,63 @@ describe("live audit stream", () => {
     await nudge();
     await stream.until(() => framesOf(stream.text()).some((f) => f.id === mine.id), "the site's event");
     expect(framesOf(stream.text()).every((f) => f.event.site_id === siteId)).toBe(true);
+  });
+});
+
+describe("revocation of live audit streams", () => {
+  const streamOf = async (query: string, token: string) => {
+    const opened = await openStream(`/api/v1/audit/events/stream${query}`, { token });
+    expect(opened.status).toBe(200);
+    return opened.stream!;
+  };
+
+  it("ends a viewer's stream of a site when their membership is removed; other streams go on", async () => {
+    const owner = await signup();
+    const viewer = await signup();
+    const siteId = await createSite(owner.token);
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
+    await nudge();
+    const viewerStream = await streamOf(`?site_id=${siteId}`, viewer.token);
+    const ownerStream = await streamOf(`?site_id=${siteId}`, owner.token);
+
+    expect((await call(`/api/v1/sites/${siteId}/members/${viewer.id}`, { method: "DELETE", token: owner.token })).status).toBe(200);
+    await viewerStream.waitForEnd();
+    expect(viewerStream.text()).toContain(": access revoked");
+    await nudge();
+    const marker = await record((await admin()).token, { event_type: "transaction_processed", site_id: siteId });
+    await nudge();
+    await ownerStream.until(() => framesOf(ownerStream.text()).some((f) => f.id === marker.id), "the owner's stream to go on");
+    expect(ownerStream.ended()).toBe(false);
+    expect(framesOf(viewerStream.text()).some((f) => f.id === marker.id)).toBe(false);
+    expect((await call(`/api/v1/audit/events/stream?site_id=${siteId}`, { token: viewer.token })).status).toBe(403);
+  });
+
+  it("ends a deactivated administrator's streams", async () => {
+    const a = await admin();
+    const other = await admin();
+    await nudge();
+    const everything = await streamOf("", a.token);
+    const email = encodeURIComponent(a.email);
+    expect((await call(`/api/v1/auth/users/${email}`, { method: "PATCH", token: other.token, body: { is_active: false } })).status).toBe(200);
+    await everything.waitForEnd();
+  });
+
+  it("ends a demoted administrator's unscoped stream, and keeps their stream of a site they still own", async () => {
+    const a = await admin();
+    const siteId = await createSite(a.token);
+    await nudge();
+    const everything = await streamOf("", a.token);
+    const ownSite = await streamOf(`?site_id=${siteId}`, a.token);
+    const foreignSite = await createSite((await admin()).token);
+    const foreign = await streamOf(`?site_id=${foreignSite}`, a.token);
+    // No route takes the flag away; whatever does must run the revocation path after it.
+    await db().update(schema.users).set({ isAdmin: false }).where(eq(schema.users.id, a.id));
+    await syncLiveAccess(env, db(), a.id, []);
+    await everything.waitForEnd();
+    await foreign.waitForEnd();
+    const marker = await record((await admin()).token, { event_type: "transaction_processed", site_id: siteId });
+    await nudge();
+    await ownSite.until(() => framesOf(ownSite.text()).some((f) => f.id === marker.id), "the own site's event");
+    expect(ownSite.ended()).toBe(false);
   });
 });

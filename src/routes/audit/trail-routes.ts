@@ -78,7 +78,7 @@ export function auditTrailRoutes(mount: MountOptions) {
         if (!query.site_id) throw forbidden("Only administrators may watch every site; name a site_id you can view");
         await authorizeSite(c.var.db, user, query.site_id, "viewer", c.req.raw, { outsider: "forbidden" });
       }
-      return auditStream(c.env).subscribe({ ...query, since: query.since ?? (header ? Number(header) : undefined) });
+      return auditStream(c.env).subscribe({ ...query, user_id: user.id, since: query.since ?? (header ? Number(header) : undefined) });
     },
   );
 

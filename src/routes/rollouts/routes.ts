@@ -1,6 +1,10 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
-import { authorizeRollout, controlRollout, createRollout, listRollouts, readRollout } from "../../services/rollouts";
-import { ROLLOUT_CONTROLS, type RolloutControl } from "../../shared/rollout-contract";
+import { z } from "@hono/zod-openapi";
+import { unprocessable } from "../../lib/errors";
+import { authorizeRollout, controlRollout, createRollout, listRollouts, readRollout, rolloutEvents } from "../../services/rollouts";
+import {
+  ROLLOUT_CONTROLS, ROLLOUT_EVENTS_KEEPALIVE_MS, ROLLOUT_EVENTS_RETRY_MS, type RolloutControl,
+} from "../../shared/rollout-contract";
 import * as s from "./schema";
 
 const TAGS = ["Rollouts"];
@@ -15,6 +19,8 @@ const CONTROL_DESCRIPTIONS: Record<RolloutControl, string> = {
   abort: "Stops the rollout for good: nothing starts, queued executions are cancelled, the rollback (if any) is queued for changed devices.",
   promote: "Skips the soak of the current wave: the next wave starts as soon as this one has finished (at once if it is soaking).",
 };
+
+const EVENTS_EXAMPLE = "retry: 3000\n\nid: 7\ndata: {\"rollout_id\":\"rol-3f9a1c0b7d2e\",\"status\":\"running\",\"current_wave\":1,\"wave_count\":3,\"abort_reason\":null,\"soak_until\":null,\"started_at\":\"2026-01-01T12:00:00.000Z\",\"finished_at\":null,\"counts\":{\"total\":20,\"pending\":18,\"running\":2,\"succeeded\":0,\"failed\":0,\"skipped\":0},\"waves\":[…],\"sites\":[…]}\n\n";
 
 /** `/api/v1/rollouts`: fleet-wide rollouts across sites. */
 export function rolloutRoutes() {
@@ -67,6 +73,33 @@ export function rolloutRoutes() {
       const row = await authorizeRollout(c.var.db, c.var.user!, c.req.valid("param").rollout_id, "viewer");
       const { progress } = await readRollout(c.env, row);
       return c.json(s.toRolloutDetail(row, progress), 200);
+    },
+  );
+
+  app.openapi(
+    apiRoute({
+      method: "get", path: "/{rollout_id}/events", auth: "user", tags: TAGS,
+      summary: "A rollout's progress as server-sent events",
+      description: [
+        "`text/event-stream` of the rollout's progress, served by its orchestrator: first a snapshot, then one on every change it makes. Each is `id: <n>` (the rollout's own event sequence, growing) and `data: <progress JSON>` — the `progress` object of `GET /api/v1/rollouts/{rollout_id}` — with no `event:` field, so `EventSource.onmessage` receives them all.",
+        `Reconnecting (EventSource sends \`Last-Event-ID\`) starts again with a fresh snapshot: each frame is the whole progress, so nothing in between is needed. The stream opens with \`retry: ${ROLLOUT_EVENTS_RETRY_MS}\`; a comment line every ${ROLLOUT_EVENTS_KEEPALIVE_MS / 1000} s keeps it open.`,
+        "When the rollout finishes (completed or aborted) the final snapshot is sent and the stream ends; a reconnect whose `Last-Event-ID` is that final snapshot's id answers 204, which stops EventSource. A finished rollout's stream sends its final snapshot and ends.",
+        "Access as for `GET /api/v1/rollouts/{rollout_id}`: any role on one of its sites, else 404. An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.",
+      ].join("\n\n"),
+      request: { params: s.RolloutParams },
+      responses: {
+        200: { description: "The progress stream", content: { "text/event-stream": { schema: z.string().openapi({ example: EVENTS_EXAMPLE }) } } },
+        204: { description: "The rollout is finished and the client already has its final snapshot (`Last-Event-ID`)" },
+      },
+      errors: [404],
+    }),
+    async (c) => {
+      const header = c.req.header("Last-Event-ID")?.trim();
+      if (header && !/^\d{1,15}$/.test(header)) {
+        throw unprocessable([{ loc: ["header", "Last-Event-ID"], msg: "Last-Event-ID must be a non-negative integer (an event id of this stream)", type: "value_error" }]);
+      }
+      const row = await authorizeRollout(c.var.db, c.var.user!, c.req.valid("param").rollout_id, "viewer");
+      return rolloutEvents(c.env, c.var.user!, row, header ? Number(header) : undefined);
     },
   );
 
