@@ -4,8 +4,8 @@
 // 60 s lease (a wait for the redelivery message, not a sleep); the pool tests drive every other
 // lease with a ManualClock.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import WebSocket from "ws";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { openJsonSocket } from "./json-socket";
 
 let service: RunningService;
 let base: string;
@@ -55,51 +55,13 @@ async function siteWithDevice() {
 
 /** The device's side of the channel: resolves `opened` with 101, or the HTTP status it was refused with. */
 function connect(headers: Record<string, string>) {
-  const ws = new WebSocket(`${wsBase}/api/v1/agent/channel`, { headers });
-  const messages: HubMessage[] = [];
-  const waiters = new Set<() => void>();
-  let closed: { code: number; reason: string } | undefined;
-  ws.on("message", (data) => {
-    messages.push(JSON.parse(data.toString()));
-    for (const w of waiters) w();
-  });
-  ws.on("close", (code, reason) => {
-    closed = { code, reason: reason.toString() };
-    for (const w of waiters) w();
-  });
-  const opened = new Promise<number>((resolve, reject) => {
-    ws.once("open", () => resolve(101));
-    ws.once("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
-    ws.once("error", reject);
-  });
-  const until = <T>(predicate: (m: HubMessage[]) => T | undefined | false, timeoutMs = 10_000) =>
-    new Promise<T>((resolve, reject) => {
-      const check = () => {
-        const value = predicate(messages);
-        if (value) {
-          waiters.delete(check);
-          clearTimeout(timer);
-          resolve(value);
-        }
-      };
-      const timer = setTimeout(() => {
-        waiters.delete(check);
-        reject(new Error(`timed out; received: ${JSON.stringify(messages.map((m) => m.type))}`));
-      }, timeoutMs);
-      waiters.add(check);
-      check();
-    });
-  const close = () => new Promise<void>((resolve) => {
-    if (ws.readyState === WebSocket.CLOSED) return resolve();
-    const timer = setTimeout(() => { ws.terminate(); resolve(); }, 2_000);
-    ws.once("close", () => { clearTimeout(timer); resolve(); });
-    ws.close(1000, "done");
-  });
+  const socket = openJsonSocket<HubMessage>(`${wsBase}/api/v1/agent/channel`, headers, (m) => m.type);
+  const { ws, messages, until, close } = socket;
   openedByTest.push(close);
   const send = (message: Record<string, unknown>) => ws.send(JSON.stringify(message));
   const reply = (ref: string) => until((m) => m.find((x) => x.ref === ref));
   const commands = () => messages.filter((m) => m.type === "command");
-  return { ws, messages, opened, until, close, send, reply, commands, closed: () => closed };
+  return { ...socket, send, reply, commands };
 }
 
 const queue = (token: string, deviceId: string, commandType = "restart") =>

@@ -7,7 +7,7 @@
 // brings it back online. The alarm-driven silent offline takes 30 s minimum (3 missed heartbeats) and is
 // covered by the workers tests with runDurableObjectAlarm.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import WebSocket from "ws";
+import { openJsonSocket } from "./json-socket";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
 
 let service: RunningService;
@@ -63,43 +63,7 @@ async function siteWithDevice() {
 
 /** A subscriber: resolves once the socket is open (or with the HTTP status it was refused with). */
 function subscribe(url: string, headers: Record<string, string> = {}) {
-  const ws = new WebSocket(url, { headers });
-  const messages: LiveEvent[] = [];
-  const waiters = new Set<() => void>();
-  ws.on("message", (data) => {
-    messages.push(JSON.parse(data.toString()));
-    for (const w of waiters) w();
-  });
-  const opened = new Promise<number>((resolve, reject) => {
-    ws.once("open", () => resolve(101));
-    ws.once("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
-    ws.once("error", reject);
-  });
-  /** Waits until `predicate` holds over the messages received so far. */
-  const until = <T>(predicate: (m: LiveEvent[]) => T | undefined | false, timeoutMs = 10_000) =>
-    new Promise<T>((resolve, reject) => {
-      const check = () => {
-        const value = predicate(messages);
-        if (value) {
-          waiters.delete(check);
-          clearTimeout(timer);
-          resolve(value);
-        }
-      };
-      const timer = setTimeout(() => {
-        waiters.delete(check);
-        reject(new Error(`timed out; received: ${JSON.stringify(messages.map((m) => [m.seq, m.type]))}`));
-      }, timeoutMs);
-      waiters.add(check);
-      check();
-    });
-  const close = () => new Promise<void>((resolve) => {
-    if (ws.readyState === WebSocket.CLOSED) return resolve();
-    // A refused or half-open socket may never say it closed: give up waiting after a while.
-    const timer = setTimeout(() => { ws.terminate(); resolve(); }, 2_000);
-    ws.once("close", () => { clearTimeout(timer); resolve(); });
-    ws.close(1000, "done");
-  });
+  const { ws, messages, opened, until, close } = openJsonSocket<LiveEvent>(url, headers, (m) => [m.seq, m.type]);
   openedByTest.push(close);
   return { ws, messages, opened, until, close };
 }
