@@ -1011,6 +1011,19 @@ export interface paths {
      */
     get: operations["get_api_v1_rollouts_rollout_id"];
   };
+  "/api/v1/rollouts/{rollout_id}/events": {
+    /**
+     * A rollout's progress as server-sent events
+     * @description `text/event-stream` of the rollout's progress, served by its orchestrator: first a snapshot, then one on every change it makes. Each is `id: <n>` (the rollout's own event sequence, growing) and `data: <progress JSON>` — the `progress` object of `GET /api/v1/rollouts/{rollout_id}` — with no `event:` field, so `EventSource.onmessage` receives them all.
+     *
+     * Reconnecting (EventSource sends `Last-Event-ID`) starts again with a fresh snapshot: each frame is the whole progress, so nothing in between is needed. The stream opens with `retry: 3000`; a comment line every 20 s keeps it open.
+     *
+     * When the rollout finishes (completed or aborted) the final snapshot is sent and the stream ends; a reconnect whose `Last-Event-ID` is that final snapshot's id answers 204, which stops EventSource. A finished rollout's stream sends its final snapshot and ends.
+     *
+     * Access as for `GET /api/v1/rollouts/{rollout_id}`: any role on one of its sites, else 404. An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.
+     */
+    get: operations["get_api_v1_rollouts_rollout_id_events"];
+  };
   "/api/v1/rollouts/{rollout_id}/pause": {
     /**
      * Pause a rollout (operator on every site of it, or tenant owner)
@@ -11484,6 +11497,53 @@ export interface operations {
         content: {
           "application/json": components["schemas"]["RolloutDetail"];
         };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A rollout's progress as server-sent events
+   * @description `text/event-stream` of the rollout's progress, served by its orchestrator: first a snapshot, then one on every change it makes. Each is `id: <n>` (the rollout's own event sequence, growing) and `data: <progress JSON>` — the `progress` object of `GET /api/v1/rollouts/{rollout_id}` — with no `event:` field, so `EventSource.onmessage` receives them all.
+   *
+   * Reconnecting (EventSource sends `Last-Event-ID`) starts again with a fresh snapshot: each frame is the whole progress, so nothing in between is needed. The stream opens with `retry: 3000`; a comment line every 20 s keeps it open.
+   *
+   * When the rollout finishes (completed or aborted) the final snapshot is sent and the stream ends; a reconnect whose `Last-Event-ID` is that final snapshot's id answers 204, which stops EventSource. A finished rollout's stream sends its final snapshot and ends.
+   *
+   * Access as for `GET /api/v1/rollouts/{rollout_id}`: any role on one of its sites, else 404. An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.
+   */
+  get_api_v1_rollouts_rollout_id_events: {
+    parameters: {
+      path: {
+        rollout_id: string;
+      };
+    };
+    responses: {
+      /** @description The progress stream */
+      200: {
+        content: {
+          "text/event-stream": string;
+        };
+      };
+      /** @description The rollout is finished and the client already has its final snapshot (`Last-Event-ID`) */
+      204: {
+        content: never;
       };
       /** @description Missing or invalid credentials */
       401: {

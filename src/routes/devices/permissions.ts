@@ -102,7 +102,7 @@ export function devicePermissionRoutes() {
     apiRoute({
       method: "patch", path: "/device/{device_id}/permissions/admin-override", auth: "user", authenticate: deviceOrItsOperator("operator", "user"), tags: TAGS,
       summary: "Revoke a device's permissions (operator)",
-      description: "Operator role on the device's site. Only revocation: any permission named `true` is 403 with `permissions` listing them, and nothing changes; the grant is the device owner's to give. " +
+      description: "Operator role on the device's site. Only revocation. A permission named `true` is 403 (with `permissions` listing them) and nothing changes, because the grant is the device owner's to give. " +
         "Audited as `permission_change` with the operator. " + MAPPING_NOTE,
       request: { params: s.DeviceParams, ...jsonBody(s.PermissionsBody) },
       responses: {

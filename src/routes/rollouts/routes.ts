@@ -84,7 +84,7 @@ export function rolloutRoutes() {
         "`text/event-stream` of the rollout's progress, served by its orchestrator: first a snapshot, then one on every change it makes. Each is `id: <n>` (the rollout's own event sequence, growing) and `data: <progress JSON>` — the `progress` object of `GET /api/v1/rollouts/{rollout_id}` — with no `event:` field, so `EventSource.onmessage` receives them all.",
         `Reconnecting (EventSource sends \`Last-Event-ID\`) starts again with a fresh snapshot: each frame is the whole progress, so nothing in between is needed. The stream opens with \`retry: ${ROLLOUT_EVENTS_RETRY_MS}\`; a comment line every ${ROLLOUT_EVENTS_KEEPALIVE_MS / 1000} s keeps it open.`,
         "When the rollout finishes (completed or aborted) the final snapshot is sent and the stream ends; a reconnect whose `Last-Event-ID` is that final snapshot's id answers 204, which stops EventSource. A finished rollout's stream sends its final snapshot and ends.",
-        "Access as for `GET /api/v1/rollouts/{rollout_id}`: any role on one of its sites, else 404. An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.",
+        "Access as for `GET /api/v1/rollouts/{rollout_id}` (a role on one of its sites, else 404). An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.",
       ].join("\n\n"),
       request: { params: s.RolloutParams },
       responses: {

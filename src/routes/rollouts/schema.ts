@@ -72,7 +72,7 @@ export const CreateRolloutBody = z
     window: z.object({
       start_local: LOCAL_TIME.openapi({ example: "02:00" }),
       end_local: LOCAL_TIME.openapi({ example: "05:00" }),
-    }).optional().openapi({ description: "Devices start only between these times of each site's own time zone (an end before the start spans midnight); default: any time" }),
+    }).optional().openapi({ description: "Devices start only between these times of each site's own time zone (an end before the start spans midnight); by default at any time" }),
     rollback: z.object({ action: lineText().trim().min(1).max(100), payload: Payload.optional() }).optional()
       .openapi({ description: "On abort, queued for every device the rollout already changed (default: none)" }),
   })
