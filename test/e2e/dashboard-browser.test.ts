@@ -261,8 +261,11 @@ describe("the operator dashboard in a real browser", () => {
   it("reconnects a dropped WebSocket with a new ticket and replays what it missed", async () => {
     const page = await newPage();
     const opened: string[] = [];
-    // The page's WebSocket goes through the test: the first connection is dropped once it is live, and
-    // the device changes state before the second one reaches the service, so only a replay can show it.
+    let dropFirst: (() => void) | undefined;
+    // The page's WebSocket goes through the test: the first connection is dropped once the page is live
+    // and has drawn the device, and the device changes state before the second one reaches the
+    // service, so only a replay can show it. The test decides when to drop, not a timer, so a slow
+    // machine cannot let the reconnect race the first reading.
     await page.routeWebSocket(/\/api\/v1\/sites\/[^/]+\/ws\?/, async (ws) => {
       opened.push(ws.url());
       if (opened.length === 2) {
@@ -270,11 +273,13 @@ describe("the operator dashboard in a real browser", () => {
         expect(beat.json.device_status).toBe("error");
       }
       ws.connectToServer();
-      if (opened.length === 1) setTimeout(() => void ws.close({ code: 1011, reason: "test drops the connection" }), 1_000);
+      if (opened.length === 1) dropFirst = () => void ws.close({ code: 1011, reason: "test drops the connection" });
     });
     await signIn(page, owner);
     await openSite(page);
     expect(await statusOf(page)).toBe("offline");
+    expect(dropFirst, "the page's first live connection").toBeDefined();
+    dropFirst!();
     await expect.poll(() => opened.length, { timeout: UI_TIMEOUT }).toBe(2);
     await expect.poll(() => statusOf(page), { timeout: 5_000, interval: 100 }).toBe("error");
     const [first, second] = opened.map((url) => new URL(url).searchParams);
