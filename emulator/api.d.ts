@@ -560,7 +560,7 @@ export interface paths {
   "/api/v1/devices/device/{device_id}/permissions/admin-override": {
     /**
      * Revoke a device's permissions (operator)
-     * @description Operator role on the device's site. Only revocation: any permission named `true` is 403 with `permissions` listing them, and nothing changes; the grant is the device owner's to give. Audited as `permission_change` with the operator. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+     * @description Operator role on the device's site. Only revocation. A permission named `true` is 403 (with `permissions` listing them) and nothing changes, because the grant is the device owner's to give. Audited as `permission_change` with the operator. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
      */
     patch: operations["patch_api_v1_devices_device_device_id_permissions_admin_override"];
   };
@@ -1020,7 +1020,7 @@ export interface paths {
      *
      * When the rollout finishes (completed or aborted) the final snapshot is sent and the stream ends; a reconnect whose `Last-Event-ID` is that final snapshot's id answers 204, which stops EventSource. A finished rollout's stream sends its final snapshot and ends.
      *
-     * Access as for `GET /api/v1/rollouts/{rollout_id}`: any role on one of its sites, else 404. An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.
+     * Access as for `GET /api/v1/rollouts/{rollout_id}` (a role on one of its sites, else 404). An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.
      */
     get: operations["get_api_v1_rollouts_rollout_id_events"];
   };
@@ -4136,7 +4136,7 @@ export interface components {
          */
         recovery_timeout_s?: number;
       };
-      /** @description Devices start only between these times of each site's own time zone (an end before the start spans midnight); default: any time */
+      /** @description Devices start only between these times of each site's own time zone (an end before the start spans midnight); by default at any time */
       window?: {
         /** @example 02:00 */
         start_local: string;
@@ -8456,7 +8456,7 @@ export interface operations {
   };
   /**
    * Revoke a device's permissions (operator)
-   * @description Operator role on the device's site. Only revocation: any permission named `true` is 403 with `permissions` listing them, and nothing changes; the grant is the device owner's to give. Audited as `permission_change` with the operator. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
+   * @description Operator role on the device's site. Only revocation. A permission named `true` is 403 (with `permissions` listing them) and nothing changes, because the grant is the device owner's to give. Audited as `permission_change` with the operator. docs/original-agents.md lists which permission each command type needs. A device's calls count against its call budget (429 with Retry-After beyond it).
    */
   patch_api_v1_devices_device_device_id_permissions_admin_override: {
     parameters: {
@@ -11526,7 +11526,7 @@ export interface operations {
    *
    * When the rollout finishes (completed or aborted) the final snapshot is sent and the stream ends; a reconnect whose `Last-Event-ID` is that final snapshot's id answers 204, which stops EventSource. A finished rollout's stream sends its final snapshot and ends.
    *
-   * Access as for `GET /api/v1/rollouts/{rollout_id}`: any role on one of its sites, else 404. An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.
+   * Access as for `GET /api/v1/rollouts/{rollout_id}` (a role on one of its sites, else 404). An open stream ends (after a `: access revoked` comment) when its user loses every role on the rollout's sites, or is deactivated or deleted; the reconnect then answers 404 (401). See docs/rollouts.md.
    */
   get_api_v1_rollouts_rollout_id_events: {
     parameters: {
