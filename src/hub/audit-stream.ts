@@ -46,35 +46,33 @@ export class AuditStreamClient {
 
 export const auditStream = (env: Env) => new AuditStreamClient(env);
 
-/** Per isolate: the nudge in flight, and whether another was asked for while it ran. */
-const nudging = new WeakMap<Env, { running: Promise<void>; again: boolean }>();
+/** Per isolate: whether a nudge is in flight, and whether another was asked for while it ran. */
+const nudging = new WeakMap<Env, { again: boolean; startedAt: number }>();
+/** A nudge running longer than this belonged to a request that was cut off; the next caller starts afresh. */
+const NUDGE_PATIENCE_MS = 30_000;
 
 /**
  * A nudge that never fails its caller: a lost one is made up by the next, or by the minute cron.
- * Per isolate at most one is in flight; those asked for meanwhile become one more after it, which
- * still starts after them, so none of their rows is missed.
+ * Per isolate at most one is in flight; those asked for meanwhile become one more round of it, which
+ * starts after them, so none of their rows is missed. A caller that joins a nudge in flight gets a
+ * settled promise, not the running one: a Worker request may not await what another request started.
  */
-export function nudgeAuditStream(env: Env): Promise<void> {
+export async function nudgeAuditStream(env: Env): Promise<void> {
   const current = nudging.get(env);
-  if (current) {
+  if (current && Date.now() - current.startedAt < NUDGE_PATIENCE_MS) {
     current.again = true;
-    return current.running;
+    return;
   }
-  const state = { running: Promise.resolve(), again: false };
-  state.running = (async () => {
-    // Yield first, so that the map holds this state before the code below can remove it.
-    await undefined;
-    try {
-      do {
-        state.again = false;
-        await auditStream(env).nudge();
-      } while (state.again);
-    } catch (error) {
-      console.error("audit stream nudge failed; the cron will catch up", error);
-    } finally {
-      nudging.delete(env);
-    }
-  })();
+  const state = { again: false, startedAt: Date.now() };
   nudging.set(env, state);
-  return state.running;
+  try {
+    do {
+      state.again = false;
+      await auditStream(env).nudge();
+    } while (state.again);
+  } catch (error) {
+    console.error("audit stream nudge failed; the cron will catch up", error);
+  } finally {
+    if (nudging.get(env) === state) nudging.delete(env);
+  }
 }

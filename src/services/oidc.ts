@@ -5,7 +5,7 @@
  * signed with a key derived from JWT_SECRET. docs/oidc.md describes configuration and failures.
  */
 import { and, eq, isNull } from "drizzle-orm";
-import { SignJWT, base64url, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
+import { SignJWT, base64url, createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload, type JWTVerifyOptions } from "jose";
 import { z } from "zod";
 import type { AppConfig, Db } from "../env";
 import { users } from "../db/schema";
@@ -22,8 +22,16 @@ export const LOGIN_STATE_COOKIE = "oidc_login";
 export const LOGIN_STATE_TTL_S = 600;
 /** How far the provider's clock may differ from ours when checking `exp` and `iat`. */
 export const ID_TOKEN_CLOCK_SKEW_S = 60;
-/** Discovery documents are re-read this often; keys are re-read by jose when an unknown `kid` appears. */
+/** Discovery documents are re-read this often. */
 const DISCOVERY_TTL_MS = 60 * 60_000;
+/** Signing keys are re-read this often, and sooner when a token names a key we do not have... */
+const KEY_SET_TTL_MS = 10 * 60_000;
+/**
+ * ...but not more than once per this interval. ID tokens come from the provider's token endpoint, not
+ * from the browser, so an unknown key id means the provider rotated; the pause only keeps a provider
+ * that misbehaves from being asked on every login.
+ */
+const KEY_SET_REFRESH_COOLDOWN_MS = 5_000;
 const PROVIDER_TIMEOUT_MS = 10_000;
 /** Audience of the login-state cookie's own token, so no other token of ours can stand in for it. */
 const LOGIN_STATE_AUDIENCE = "fleet-edge-oidc-login-state";
@@ -149,7 +157,12 @@ const ProviderMetadataSchema = z.object({
 type ProviderMetadata = z.infer<typeof ProviderMetadataSchema>;
 
 const discoveryCache = new Map<string, { metadata: ProviderMetadata; expiresAt: number }>();
-const keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+/**
+ * The keys themselves, never a fetch in flight: a Worker request may not await a promise another
+ * request started, so two logins that find the cache stale each fetch the keys (jose's remote key
+ * set shares one pending fetch between callers, which is why it is not used here).
+ */
+const keySets = new Map<string, { keys: ReturnType<typeof createLocalJWKSet>; fetchedAt: number }>();
 
 const unreachable = (what: string) => new ApiError(502, `The identity provider could not be used: ${what}`);
 const withoutTrailingSlash = (url: string) => url.replace(/\/+$/, "");
@@ -176,13 +189,37 @@ export async function discoverProvider(issuer: string, now: number): Promise<Pro
   return parsed.data;
 }
 
-function keySetOf(jwksUri: string) {
-  let keySet = keySets.get(jwksUri);
-  if (!keySet) {
-    keySet = createRemoteJWKSet(new URL(jwksUri), { timeoutDuration: PROVIDER_TIMEOUT_MS });
-    keySets.set(jwksUri, keySet);
+const JsonWebKeySetSchema = z.object({ keys: z.array(z.looseObject({ kty: z.string() })) });
+
+async function fetchKeySet(jwksUri: string, now: number) {
+  let response: Response;
+  try {
+    response = await fetch(jwksUri, { headers: { accept: "application/json" }, signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS) });
+  } catch (error) {
+    throw unreachable(`its signing keys could not be read from ${jwksUri} (${error instanceof Error ? error.message : String(error)})`);
   }
-  return keySet;
+  if (!response.ok) throw unreachable(`its signing keys could not be read: ${jwksUri} answered ${response.status}`);
+  const parsed = JsonWebKeySetSchema.safeParse(await response.json().catch(() => undefined));
+  if (!parsed.success) throw unreachable(`its signing keys could not be read: ${jwksUri} is not a JSON Web Key Set`);
+  const entry = { keys: createLocalJWKSet(parsed.data as JSONWebKeySet), fetchedAt: now };
+  keySets.set(jwksUri, entry);
+  return entry;
+}
+
+/**
+ * Verifies a token with the provider's keys, cached per isolate. A token signed with a key the cache
+ * lacks (the provider rotated) re-reads the keys once and tries again.
+ */
+async function verifyWithProviderKeys(token: string, jwksUri: string, options: JWTVerifyOptions, now: number) {
+  let keySet = keySets.get(jwksUri);
+  if (!keySet || now - keySet.fetchedAt >= KEY_SET_TTL_MS) keySet = await fetchKeySet(jwksUri, now);
+  try {
+    return await jwtVerify(token, keySet.keys, options);
+  } catch (error) {
+    const mayBeRotated = error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys;
+    if (!mayBeRotated || now - keySet.fetchedAt < KEY_SET_REFRESH_COOLDOWN_MS) throw error;
+    return jwtVerify(token, (await fetchKeySet(jwksUri, now)).keys, options);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -371,14 +408,14 @@ async function verifyIdToken(provider: ProviderMetadata, settings: OidcSettings,
   const algorithms = advertised.filter((alg) => ASYMMETRIC_ALGORITHMS.includes(alg));
   let payload: JWTPayload;
   try {
-    ({ payload } = await jwtVerify(idToken, keySetOf(provider.jwks_uri), {
+    ({ payload } = await verifyWithProviderKeys(idToken, provider.jwks_uri, {
       algorithms: algorithms.length > 0 ? algorithms : ["RS256"],
       issuer: provider.issuer,
       audience: settings.clientId,
       clockTolerance: ID_TOKEN_CLOCK_SKEW_S,
       requiredClaims: ["sub", "iat", "exp"],
       currentDate: new Date(now),
-    }));
+    }, now));
   } catch (error) {
     throw idTokenRefusal(error);
   }
@@ -389,6 +426,7 @@ async function verifyIdToken(provider: ProviderMetadata, settings: OidcSettings,
 }
 
 function idTokenRefusal(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
   // A plain JOSEError (no subclass) is what jose throws when the key set answers anything but 200.
   const keysUnreadable = !(error instanceof joseErrors.JOSEError) || error.code === "ERR_JOSE_GENERIC"
     || error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSInvalid;

@@ -12,18 +12,29 @@ export const COMPONENTS = ["api", "d1", "site-hub", "scheduler"];
 const isolateStartedAt = workerClock.now();
 export const isolateUptimeSeconds = () => Math.round((workerClock.now() - isolateStartedAt) / 1000);
 
-let versionRecorded: Promise<void> | undefined;
+let versionRecorded = false;
+/** When this isolate's write started; a write whose request was cut off is retried after a while. */
+let versionWriteStartedAt: number | undefined;
+const VERSION_WRITE_PATIENCE_MS = 30_000;
 
 /**
  * A Worker has no start or stop hook, so the first request a newly deployed version serves records
- * `system_startup` for it and `system_shutdown` for the version it replaced.
+ * `system_startup` for it and `system_shutdown` for the version it replaced. Requests arriving while
+ * that write runs do not wait for it: a promise started by one request cannot be awaited by another,
+ * and the write is idempotent anyway. A failed write is retried by the next request.
  */
-export function recordVersionOnce(db: Db): Promise<void> {
-  versionRecorded ??= recordVersion(db).then(() => undefined, (error) => {
-    versionRecorded = undefined;
+export async function recordVersionOnce(db: Db): Promise<void> {
+  const now = workerClock.now();
+  if (versionRecorded || (versionWriteStartedAt !== undefined && now - versionWriteStartedAt < VERSION_WRITE_PATIENCE_MS)) return;
+  versionWriteStartedAt = now;
+  try {
+    await recordVersion(db);
+    versionRecorded = true;
+  } catch (error) {
     console.error("recording the service version failed", error);
-  });
-  return versionRecorded;
+  } finally {
+    versionWriteStartedAt = undefined;
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 // End-to-end: OpenID Connect login against a real provider (the `oidc-provider` package) started on
 // loopback inside the test. The built Worker fetches discovery, keys and the token endpoint over
 // loopback; the test plays the browser with plain HTTP, following every redirect by hand.
+import { generateKeyPairSync } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import Provider from "oidc-provider";
@@ -10,6 +11,8 @@ import { startService, type RunningService } from "../../scripts/lib/serve-bundl
 const CLIENT_ID = "fleet-edge-test";
 const CLIENT_SECRET = "a-client-secret-for-the-loopback-provider";
 const FRONTEND_URL = "https://console.example.com";
+/** How soon after reading the provider's keys the service reads them again for an unknown key id. */
+const KEY_SET_REFRESH_COOLDOWN_MS = 5_000;
 
 interface TestAccount { sub: string; email: string; email_verified: boolean; name: string }
 
@@ -21,6 +24,8 @@ const accounts = new Map<string, TestAccount>();
 let signingIn: string | undefined;
 /** When set, the ID token in the next token response is altered in transit (one claim character changed). */
 let tamperNextIdToken = false;
+/** What the loopback provider's server runs; replaced to play a provider that rotated its signing keys. */
+let handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => { res.statusCode = 503; res.end(); };
 
 const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
@@ -39,8 +44,10 @@ function tamper(idToken: string): string {
   return [header, Buffer.from(JSON.stringify(claims)).toString("base64url"), signature].join(".");
 }
 
-function providerFor(serviceUrl: string) {
+/** The provider, signing with `signingKeys` when given (otherwise with keys it makes up itself). */
+function providerFor(serviceUrl: string, signingKeys?: { keys: object[] }) {
   const provider = new Provider(issuer, {
+    ...(signingKeys ? { jwks: signingKeys } : {}),
     clients: [{
       client_id: CLIENT_ID,
       client_secret: CLIENT_SECRET,
@@ -91,7 +98,6 @@ function providerFor(serviceUrl: string) {
 }
 
 beforeAll(async () => {
-  let handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => { res.statusCode = 503; res.end(); };
   providerServer = createServer((req, res) => handler(req, res));
   await new Promise<void>((resolve) => providerServer.listen(0, "127.0.0.1", resolve));
   issuer = `http://127.0.0.1:${(providerServer.address() as AddressInfo).port}`;
@@ -359,5 +365,25 @@ describe("OpenID Connect login against a real provider", () => {
     const result = await signInAs(who);
     expect(result.status).toBe(403);
     expect(result.cookies.has("access_token")).toBe(false);
+  });
+
+  it("follows the provider's key rotation: logins signed with a new key, several at once, verify after the keys are read again", async () => {
+    // A first login leaves the provider's current keys in the service's cache.
+    expect((await signInAs(account())).status).toBe(302);
+    await new Promise((resolve) => setTimeout(resolve, KEY_SET_REFRESH_COOLDOWN_MS + 100));
+    const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const rotated = { ...privateKey.export({ format: "jwk" }), kid: unique("rotated"), use: "sig", alg: "RS256" };
+    handler = providerFor(service.url, { keys: [rotated] });
+
+    const people = [account(), account(), account()];
+    const returns: { url: URL; stateCookie: string }[] = [];
+    for (const who of people) {
+      const login = await startLogin();
+      returns.push({ url: await authorize(login.authUrl, who.sub), stateCookie: login.stateCookie });
+    }
+    // The callbacks arrive together, each finding a key id the cached set lacks.
+    const results = await Promise.all(returns.map(({ url, stateCookie }) => callback(url, stateCookie)));
+    for (const result of results) expect(result.status, JSON.stringify(result.body)).toBe(302);
+    for (const who of people) expect(await usersWithEmail(who.email)).toHaveLength(1);
   });
 });
