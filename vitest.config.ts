@@ -6,6 +6,8 @@ const migrations = await readD1Migrations(fileURLToPath(new URL("./migrations", 
 
 export default defineConfig({
   test: {
+    // The stall reporter prints nothing unless no test has finished for 3 minutes; then it names what still runs.
+    reporters: ["default", "./test/stall-reporter.ts"],
     projects: [
       {
         plugins: [
