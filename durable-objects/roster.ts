@@ -67,6 +67,11 @@ export class Roster {
       .map(({ row_id: _r, ...row }) => ({ ...row, site_id: siteId }));
   }
 
+  /** A read answered from a device list worked out earlier: it keeps the re-sync going as devices() does. */
+  noteRead(now: number) {
+    this.lastReadMs = now;
+  }
+
   /** Re-reads one device's row from D1: added, changed, or gone from this site. */
   refreshDevice(deviceId: string): Promise<void> {
     return this.serially(async () => {

@@ -36,6 +36,7 @@ import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
 import { TWINS_SCHEMA, Twins } from "./twins";
 import type { DesiredPatchResult, JsonObject, TwinDeviceSeed, TwinDrift, TwinState, TwinSyncChange, TwinTemplateSet } from "../src/shared/twin";
 import { ROSTER_SCHEMA, Roster } from "./roster";
+import { countWrites, type SiteView } from "./site-view";
 import { eraseDeviceCommands, eraseDeviceHistory } from "./device-release";
 import type { DeviceRelease, ReleasedDevice } from "../src/shared/hub-contract";
 import { AUDIT_STREAM_NAME, NUDGE_URL } from "../src/shared/audit-stream-contract";
@@ -79,13 +80,16 @@ export class SiteHub extends DurableObject<HubBindings> {
   private siteIdValue: string | undefined;
   /** In-memory copy of the scheduled alarm time, so hot calls do not read storage to check it. */
   private alarmAt: number | null | undefined;
+  /** Statements that changed the hub's storage since it started (site-view.ts). */
+  private writes = 0;
+  private siteView: SiteView | undefined;
 
   constructor(ctx: DurableObjectState, env: HubBindings) {
     super(ctx, env);
     const config = readConfig(env);
     this.database = env.DB;
     this.subscriptionLimits = config.live;
-    this.sql = ctx.storage.sql;
+    this.sql = countWrites(ctx.storage.sql, () => { this.writes++; });
     this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA + ENROLMENT_QUOTA_SCHEMA + ROSTER_SCHEMA);
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     migratePresence(this.sql);
@@ -322,25 +326,53 @@ export class SiteHub extends DurableObject<HubBindings> {
   /** The site's devices, newest first: the roster with live presence laid over it (no D1 read). */
   async siteDevices(siteId: string): Promise<RosterDevice[]> {
     this.bind(siteId);
-    const now = this.now();
-    const devices = await this.roster.devices(now);
-    await this.ensureAlarm(now, this.roster.nextResync());
-    // Simulated agents report on demand: bring them up to now, so their status is current.
-    await this.agentRuntime.syncSite(devices.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active")
-      .map((d) => ({ device_id: d.device_id, device_type: d.device_type, created_at: d.created_at })));
-    const live = new Map(this.presence.all().map((p) => [p.device_id, p]));
-    return devices.map((d) => {
-      const p = live.get(d.device_id);
-      return p ? { ...d, status: p.status, last_seen: iso(p.last_seen_ms) } : d;
-    });
+    return (await this.currentSiteView()).devices;
   }
 
   /** The site's health: counts by live status over the site's device list. */
   async siteHealth(siteId: string): Promise<SiteHealth> {
-    const devices = await this.siteDevices(siteId);
+    this.bind(siteId);
+    const view = await this.currentSiteView();
+    view.health ??= this.workOutHealth(view.devices);
+    return { ...view.health, last_updated: iso(this.now()) };
+  }
+
+  /**
+   * The device list as of now: the one last worked out while nothing in the hub's storage has changed
+   * since, else a fresh one. Simulated agents report on demand, as time passes rather than as storage
+   * changes, so a site with any is worked out afresh on every read.
+   */
+  private async currentSiteView(): Promise<SiteView> {
+    const now = this.now();
+    const reused = this.siteView;
+    if (reused && reused.writes === this.writes && !this.agents.activeCount()) {
+      this.roster.noteRead(now);
+      await this.ensureAlarm(now, this.roster.nextResync());
+      return reused;
+    }
+    // Counted before the work: a change made while it awaits D1 makes the next read work it out again.
+    const writes = this.writes;
+    const devices = await this.roster.devices(now);
+    await this.ensureAlarm(now, this.roster.nextResync());
+    // Simulated agents report on demand: bring them up to now, so their status is current.
+    const simulated = devices.filter((d) => d.device_source === "simulated" && d.lifecycle_state === "active");
+    await this.agentRuntime.syncSite(simulated.map((d) => ({ device_id: d.device_id, device_type: d.device_type, created_at: d.created_at })));
+    const live = new Map(this.presence.all().map((p) => [p.device_id, p]));
+    const view: SiteView = {
+      writes,
+      devices: devices.map((d) => {
+        const p = live.get(d.device_id);
+        return p ? { ...d, status: p.status, last_seen: iso(p.last_seen_ms) } : d;
+      }),
+    };
+    this.siteView = simulated.length ? undefined : view;
+    return view;
+  }
+
+  private workOutHealth(devices: RosterDevice[]): SiteHealth {
     const list = devices.map((d) => ({ device_id: d.device_id, name: d.name, type: d.device_type, status: d.status, ip_address: d.ip_address, last_seen: d.last_seen }));
     const twins = this.twins.counts(list.map((d) => d.device_id));
-    return { ...summariseSiteHealth(siteId, list, this.now()), twin_in_sync_devices: twins.in_sync, twin_drifted_devices: twins.drifted };
+    return { ...summariseSiteHealth(this.siteId, list, this.now()), twin_in_sync_devices: twins.in_sync, twin_drifted_devices: twins.drifted };
   }
 
   // ---- device twins (twins.ts) --------------------------------------------------------------

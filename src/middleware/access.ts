@@ -4,6 +4,7 @@ import type { AppEnv, AuthUser, Db, Granted } from "../env";
 import type { Role } from "../shared/vocabulary";
 import { authorizeSite, checkSiteAccess, deviceNotFound, findUserAndSiteAccess, type SiteAccessOptions } from "../services/access";
 import { findActiveUserById } from "../services/users";
+import { findUserAndSiteAccessForRead } from "../services/site-access-cache";
 import { accountNotActive, verifiedUserId } from "./auth";
 import { findDevice } from "../services/devices";
 import { findJob, jobNotFound } from "../services/jobs";
@@ -85,6 +86,9 @@ export function requireAccess(rule: AccessRule, inputSchema: z.ZodType | undefin
  * requireUser followed by requireAccess would, in the same order: no or a bad token 401, input the
  * route's schema refuses left to the validator, an account gone or deactivated 401, then the site
  * rule's 404 and 403.
+ *
+ * A read (GET or HEAD) may take that answer from this isolate's short-lived cache
+ * (services/site-access-cache.ts); every other method reads D1.
  */
 export function requireUserWithSiteAccess(rule: { site: Role; outsider?: SiteAccessOptions["outsider"] }, paramsSchema: z.ZodType | undefined): MiddlewareHandler<AppEnv> {
   const options: SiteAccessOptions = { outsider: rule.outsider };
@@ -98,13 +102,16 @@ export function requireUserWithSiteAccess(rule: { site: Role; outsider?: SiteAcc
       c.set("user", user);
       return next();
     }
-    const { user, access } = await findUserAndSiteAccess(c.var.db, userId, siteId);
+    const lookUp = isSafeMethod(c.req.method) ? findUserAndSiteAccessForRead : findUserAndSiteAccess;
+    const { user, access } = await lookUp(c.var.db, userId, siteId);
     if (!user) throw accountNotActive();
     c.set("user", user);
     c.set("granted", await checkSiteAccess(c.var.db, user, siteId, access, rule.site, c.req.raw, options));
     await next();
   };
 }
+
+const isSafeMethod = (method: string) => method === "GET" || method === "HEAD";
 
 function granted(c: Context<AppEnv>): Granted {
   const found = c.var.granted;

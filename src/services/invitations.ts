@@ -8,6 +8,7 @@ import { newUuid } from "../shared/ids";
 import { ROLES, type Role } from "../shared/vocabulary";
 import { recordAudit } from "./audit";
 import { workerClock } from "../lib/clock";
+import { forgetCachedSiteAccess } from "./site-access-cache";
 
 /**
  * Membership by e-mail is an invitation, never a lookup: asking whether an address has an account
@@ -121,5 +122,6 @@ export async function acceptInvitations(db: Db, user: Pick<AuthUser, "id" | "ema
   const ids = JSON.stringify(waiting.map((inv) => inv.invitationId));
   statements.push(db.delete(invitations).where(sql`${invitations.invitationId} IN (SELECT value FROM json_each(${ids}))`));
   await db.batch(statements as [BatchItem<"sqlite">, ...BatchItem<"sqlite">[]]);
+  forgetCachedSiteAccess();
   return live;
 }

@@ -9,6 +9,7 @@ import { accessibleSiteIds, authorizeTenant, type Role } from "./access";
 import { recordAudit } from "./audit";
 import { invite } from "./invitations";
 import { syncLiveAccess } from "./live-access";
+import { forgetCachedSiteAccess } from "./site-access-cache";
 import { findUserById } from "./users";
 import { currentDate } from "../lib/clock";
 
@@ -79,6 +80,8 @@ export async function setSiteTimeZone(db: Db, user: AuthUser, siteId: string, ti
       eventType: "site_updated", description: `Site ${siteId}: time zone set to ${timeZone}`, userId: user.id, siteId, metadata: { time_zone: timeZone }, request,
     })),
   ]);
+  // The cached access answers carry the site's row, time zone included.
+  forgetCachedSiteAccess();
   return site;
 }
 
@@ -167,6 +170,7 @@ export async function upsertSiteMember(db: Db, siteId: string, userId: number, r
     })
     .returning()
     .get();
+  forgetCachedSiteAccess();
   if (!row) throw badRequest(LAST_OWNER);
   return row;
 }
@@ -178,6 +182,7 @@ export async function removeSiteMember(db: Db, siteId: string, userId: number) {
   const removed = await db.delete(siteMemberships)
     .where(and(eq(siteMemberships.id, membership.id), or(ne(siteMemberships.role, "owner"), anotherOwner(siteId, userId))))
     .returning({ id: siteMemberships.id }).all();
+  forgetCachedSiteAccess();
   if (!removed.length) {
     if (membership.role === "owner") throw badRequest(LAST_OWNER);
     throw notFound("Membership not found");

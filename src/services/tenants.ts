@@ -7,6 +7,7 @@ import { isLowerRole, type Role } from "../shared/vocabulary";
 import { recordAudit } from "./audit";
 import { invite } from "./invitations";
 import { syncLiveAccess } from "./live-access";
+import { forgetCachedSiteAccess } from "./site-access-cache";
 import { findUserById } from "./users";
 
 export const listTenants = (db: Db) => db.select().from(tenants).orderBy(desc(tenants.createdAt), desc(tenants.id)).all();
@@ -87,15 +88,19 @@ export async function removeMemberFromTenant(db: Db, env: Env, actor: AuthUser, 
   return removed;
 }
 
-export const upsertTenantMember = (db: Db, tenantId: string, userId: number, role: Role) =>
-  db.insert(tenantMemberships).values({ tenantId, userId, role })
+export async function upsertTenantMember(db: Db, tenantId: string, userId: number, role: Role) {
+  const membership = await db.insert(tenantMemberships).values({ tenantId, userId, role })
     .onConflictDoUpdate({ target: [tenantMemberships.tenantId, tenantMemberships.userId], set: { role } })
     .returning().get();
+  forgetCachedSiteAccess();
+  return membership;
+}
 
 export async function removeTenantMember(db: Db, tenantId: string, userId: number) {
   const removed = await db.delete(tenantMemberships)
     .where(and(eq(tenantMemberships.tenantId, tenantId), eq(tenantMemberships.userId, userId)))
     .returning().all();
+  forgetCachedSiteAccess();
   if (!removed.length) throw notFound("Membership not found");
   return removed[0];
 }

@@ -5,6 +5,7 @@ import { badRequest, isUniqueViolation, unauthorized } from "../lib/errors";
 import { auditRow } from "../shared/audit-row";
 import { visibleSiteIds } from "./access";
 import { syncLiveAccess } from "./live-access";
+import { forgetCachedSiteAccess } from "./site-access-cache";
 import { decoyVerify, hashSecret, verifySecret } from "./passwords";
 import { recordAudit } from "./audit";
 import { clientOfRequest, verifyThrottled } from "./credential-throttle";
@@ -126,6 +127,7 @@ export async function deleteUser(db: Db, env: Env, target: UserRow, by: AuthUser
       request,
     })),
   ]);
+  forgetCachedSiteAccess();
   await syncLiveAccess(env, db, target.id, sitesSeen);
 }
 
@@ -144,6 +146,7 @@ export async function setUserActive(db: Db, env: Env, target: UserRow, active: b
       request,
     })),
   ]);
+  forgetCachedSiteAccess();
   if (!active) await syncLiveAccess(env, db, target.id, await visibleSiteIds(db, toAuthUser(target)));
   return { ...target, isActive: active };
 }
