@@ -99,6 +99,32 @@ describe("the site roster behind site health and the site device list", () => {
     expect(await expectRosterMatches(siteId, token)).toHaveLength(6);
   });
 
+  it("reuses the list and health it worked out while nothing changed, and works them out afresh after every change", async () => {
+    const { owner, siteId } = await siteWithOperator();
+    const token = owner.token;
+    const clock = await installClock(siteId);
+    const till = await registerDevice(token, siteId, { name: "Till 1" });
+    await registerDevice(token, siteId, { name: "Till 2" });
+    await expectRosterMatches(siteId, token);
+    const [first, second] = await runInDurableObject(hub(siteId), async (instance) =>
+      [await instance.siteHealth(siteId), await instance.siteHealth(siteId)]);
+    expect(second.devices).toBe(first.devices);
+
+    expect((await heartbeat(till.device_id, till.api_key)).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).find((d) => d.device_id === till.device_id)?.status).toBe("online");
+    clock.advance(offlineAfterMs(10) + 1000);
+    await runAlarm(siteId);
+    expect((await expectRosterMatches(siteId, token)).find((d) => d.device_id === till.device_id)?.status).toBe("offline");
+    expect((await call(`/api/v1/devices/${till.device_id}`, { method: "PATCH", token, body: { name: "Till One" } })).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).find((d) => d.device_id === till.device_id)?.name).toBe("Till One");
+    expect((await call(`/api/v1/devices/${till.device_id}/suspend`, { method: "POST", token })).status).toBe(200);
+    expect((await expectRosterMatches(siteId, token)).find((d) => d.device_id === till.device_id)?.lifecycle_state).toBe("suspended");
+    await registerDevice(token, siteId, { name: "Till 3" });
+    expect(await expectRosterMatches(siteId, token)).toHaveLength(3);
+    const health = await call(`/api/v1/sites/${siteId}/health`, { token });
+    expect(health.json.last_updated).toBe(new Date(clock.now()).toISOString());
+  });
+
   it("answers from the hub without reading D1, and the alarm's re-sync repairs a change the hub was never told about", async () => {
     const { owner, siteId } = await siteWithOperator();
     const clock = await installClock(siteId);
