@@ -5,7 +5,7 @@ import {
   type Revocation, type RevocationResult,
   type AckBody, type Admission, type AgentDevice, type AgentSnapshot, type CommandRecord, type CommandReport, type HeartbeatResult,
   type JobSpec, type LiveEvent, type NotAdmitted, type Outcome, type PushInput, type PushResult, type QueueInput, type RateLimited,
-  type RosterDevice, type Sample, type SeriesRequest, type Sighting, type SiteHealth, type StoreDecision, type Subscriber,
+  type RosterDevice, type Sample, type SeriesRequest, type Sighting, type SiteHealth, type SiteHealthJson, type StoreDecision, type Subscriber,
   type DeviceAnomaly, type DeviceRiskSummary,
 } from "../src/shared/hub-contract";
 import type { CommandStatus, DiagnosticComponent, JobStatus } from "../src/shared/vocabulary";
@@ -36,7 +36,7 @@ import type { AnomalyAssessment, MetricValues } from "../src/shared/ai-engine";
 import { TWINS_SCHEMA, Twins } from "./twins";
 import type { DesiredPatchResult, JsonObject, TwinDeviceSeed, TwinDrift, TwinState, TwinSyncChange, TwinTemplateSet } from "../src/shared/twin";
 import { ROSTER_SCHEMA, Roster } from "./roster";
-import { countWrites, type SiteView } from "./site-view";
+import { countWrites, serialiseHealth, type SiteView } from "./site-view";
 import { eraseDeviceCommands, eraseDeviceHistory } from "./device-release";
 import type { DeviceRelease, ReleasedDevice } from "../src/shared/hub-contract";
 import { AUDIT_STREAM_NAME, NUDGE_URL } from "../src/shared/audit-stream-contract";
@@ -335,6 +335,15 @@ export class SiteHub extends DurableObject<HubBindings> {
     const view = await this.currentSiteView();
     view.health ??= this.workOutHealth(view.devices);
     return { ...view.health, last_updated: iso(this.now()) };
+  }
+
+  /** siteHealth serialised, for the Worker to answer with as it is (SiteHealthJson). */
+  async siteHealthJson(siteId: string): Promise<SiteHealthJson> {
+    this.bind(siteId);
+    const view = await this.currentSiteView();
+    view.health ??= this.workOutHealth(view.devices);
+    view.healthJson ??= serialiseHealth(view.health);
+    return { ...view.healthJson, last_updated: iso(this.now()) };
   }
 
   /**

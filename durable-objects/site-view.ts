@@ -1,4 +1,4 @@
-import type { RosterDevice, SiteHealth } from "../src/shared/hub-contract";
+import type { RosterDevice, SiteHealth, SiteHealthJson } from "../src/shared/hub-contract";
 
 /**
  * The site's device list and health as last worked out, reused until the hub's storage changes. A
@@ -11,6 +11,17 @@ export interface SiteView {
   devices: RosterDevice[];
   /** Worked out on the first health read of this view; `last_updated` is set on every answer. */
   health?: SiteHealth;
+  /** The same, serialised around its `last_updated` (serialiseHealth). */
+  healthJson?: Omit<SiteHealthJson, "last_updated">;
+}
+
+/** Site health as JSON split around the value of `last_updated`, which each answer fills in. */
+export function serialiseHealth(health: SiteHealth): Omit<SiteHealthJson, "last_updated"> {
+  const mark = "\u0000last_updated\u0000";
+  const json = JSON.stringify({ ...health, last_updated: mark });
+  // The last occurrence: a device's name may hold the mark too, and every device comes before last_updated.
+  const at = json.lastIndexOf(JSON.stringify(mark));
+  return { head: json.slice(0, at), tail: json.slice(at + JSON.stringify(mark).length) };
 }
 
 const READ_ONLY_STATEMENT = /^\s*SELECT\b/i;
