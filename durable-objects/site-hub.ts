@@ -329,6 +329,14 @@ export class SiteHub extends DurableObject<HubBindings> {
     return (await this.currentSiteView()).devices;
   }
 
+  /** siteDevices serialised: one string crosses to the Worker instead of an object per device. */
+  async siteDevicesJson(siteId: string): Promise<string> {
+    this.bind(siteId);
+    const view = await this.currentSiteView();
+    view.devicesJson ??= JSON.stringify(view.devices);
+    return view.devicesJson;
+  }
+
   /** The site's health: counts by live status over the site's device list. */
   async siteHealth(siteId: string): Promise<SiteHealth> {
     this.bind(siteId);

@@ -11,6 +11,8 @@ export interface SiteView {
   devices: RosterDevice[];
   /** Worked out on the first health read of this view; `last_updated` is set on every answer. */
   health?: SiteHealth;
+  /** `devices` serialised, made on the first read that asks for it. */
+  devicesJson?: string;
   /** The same, serialised around its `last_updated` (serialiseHealth). */
   healthJson?: Omit<SiteHealthJson, "last_updated">;
 }

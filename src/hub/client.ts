@@ -27,7 +27,13 @@ const parse = <S extends z.ZodType>(schema: S, reply: unknown): z.infer<S> => sc
 
 /** Per site, the last site-health body this isolate checked against the contract (siteHealthJson). */
 const checkedHealthBodies = new Map<string, { head: string; tail: string; health: contract.SiteHealth }>();
-const MAX_CHECKED_HEALTH_BODIES = 1_000;
+/** Per site, the last device list this isolate checked against the contract (siteDevices). */
+const checkedDeviceLists = new Map<string, { json: string; devices: contract.RosterDevice[] }>();
+/**
+ * Sites whose last checked answer each map keeps; past it, the map starts again. Small, because a
+ * 1,000-device site's answer is a few hundred kilobytes and an isolate has 128 MB.
+ */
+const MAX_CHECKED_SITES = 50;
 
 export class SiteHubClient {
   private readonly stub;
@@ -94,9 +100,19 @@ export class SiteHubClient {
     await this.stub.rosterChanged(this.siteId, deviceId);
   }
 
-  /** The site's device list from the hub's roster, with live presence. */
-  async siteDevices() {
-    return parse(contract.RosterDeviceSchema.array(), await this.stub.siteDevices(this.siteId));
+  /**
+   * The site's device list from the hub's roster, with live presence, carried as one string. The
+   * list last checked against the contract in this isolate is answered again while the hub sends the
+   * very same string (the site unchanged).
+   */
+  async siteDevices(): Promise<contract.RosterDevice[]> {
+    const json = parse(z.string(), await this.stub.siteDevicesJson(this.siteId));
+    const checked = checkedDeviceLists.get(this.siteId);
+    if (checked?.json === json) return checked.devices;
+    const devices = parse(contract.RosterDeviceSchema.array(), JSON.parse(json));
+    if (checkedDeviceLists.size >= MAX_CHECKED_SITES) checkedDeviceLists.clear();
+    checkedDeviceLists.set(this.siteId, { json, devices });
+    return devices;
   }
 
   async siteHealth() {
@@ -113,7 +129,7 @@ export class SiteHubClient {
     const checked = checkedHealthBodies.get(this.siteId);
     if (checked?.head === head && checked.tail === tail) return { ...checked.health, last_updated };
     const health = parse(contract.SiteHealthSchema, JSON.parse(`${head}${JSON.stringify(last_updated)}${tail}`));
-    if (checkedHealthBodies.size >= MAX_CHECKED_HEALTH_BODIES) checkedHealthBodies.clear();
+    if (checkedHealthBodies.size >= MAX_CHECKED_SITES) checkedHealthBodies.clear();
     checkedHealthBodies.set(this.siteId, { head, tail, health });
     return health;
   }
