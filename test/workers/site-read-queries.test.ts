@@ -130,6 +130,18 @@ describe("cached access on site reads", () => {
     expect((await measured(`/api/v1/devices/sites/${siteId}/devices`, member.token)).status).toBe(404);
   });
 
+  it("a tenant member removed through this isolate loses read access to the tenant's sites at once", async () => {
+    const a = await admin();
+    const tenant = await call("/api/v1/tenants", { method: "POST", token: a.token, body: { name: "Cached chain" } });
+    const tenantId = tenant.json.tenant_id as string;
+    const member = await signup();
+    await call(`/api/v1/tenants/${tenantId}/members`, { method: "POST", token: a.token, body: { user_id: member.id, role: "viewer" } });
+    const siteId = await createSite(a.token, { tenant_id: tenantId });
+    expect((await measured(`/api/v1/sites/${siteId}/health`, member.token)).status).toBe(200);
+    expect((await call(`/api/v1/tenants/${tenantId}/members/${member.id}`, { method: "DELETE", token: a.token })).status).toBe(200);
+    expect((await measured(`/api/v1/sites/${siteId}/health`, member.token)).status).toBe(404);
+  });
+
   it("a role lowered through this isolate is the role of the very next read", async () => {
     const owner = await signup();
     const siteId = await createSite(owner.token);
