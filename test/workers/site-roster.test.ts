@@ -7,6 +7,7 @@ import { deviceHeaders, heartbeat, registerDevice, siteWithOperator } from "./de
 import { hub, runAlarm } from "./agents-helpers";
 import { installClock, type ManualClock } from "./clock";
 import { ROSTER_RESYNC_MS } from "../../durable-objects/roster";
+import { serialiseHealth } from "../../durable-objects/site-view";
 import { offlineAfterMs } from "../../durable-objects/presence";
 import type { PresenceRow } from "../../durable-objects/presence";
 
@@ -123,6 +124,19 @@ describe("the site roster behind site health and the site device list", () => {
     expect(await expectRosterMatches(siteId, token)).toHaveLength(3);
     const health = await call(`/api/v1/sites/${siteId}/health`, { token });
     expect(health.json.last_updated).toBe(new Date(clock.now()).toISOString());
+  });
+
+  it("serialises health around last_updated even when a device's name holds the text that marks it", () => {
+    const mark = "\u0000last_updated\u0000";
+    const health = {
+      site_id: "S", total_devices: 1, healthy_devices: 0, offline_devices: 1, error_devices: 0, health_percentage: 0,
+      status_summary: "0 of 1 devices healthy, 1 offline",
+      devices: [{ device_id: "D", name: mark, type: "pos_terminal", status: "offline", ip_address: null, last_seen: null }],
+      last_updated: "2026-01-01T00:00:00.000Z", twin_in_sync_devices: 0, twin_drifted_devices: 0,
+    };
+    const { head, tail } = serialiseHealth(health);
+    const at = "2026-02-02T00:00:00.000Z";
+    expect(JSON.parse(`${head}${JSON.stringify(at)}${tail}`)).toEqual({ ...health, last_updated: at });
   });
 
   it("answers from the hub without reading D1, and the alarm's re-sync repairs a change the hub was never told about", async () => {
