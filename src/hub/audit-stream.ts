@@ -1,4 +1,5 @@
 import type { Env } from "../env";
+import { workerClock } from "../lib/clock";
 import {
   AUDIT_STREAM_NAME, NudgeReplySchema, WatchedSitesSchema, subscribeUrl, type AuditStreamFilter, type WatchedSites,
 } from "../shared/audit-stream-contract";
@@ -59,11 +60,11 @@ const NUDGE_PATIENCE_MS = 30_000;
  */
 export async function nudgeAuditStream(env: Env): Promise<void> {
   const current = nudging.get(env);
-  if (current && Date.now() - current.startedAt < NUDGE_PATIENCE_MS) {
+  if (current && workerClock.now() - current.startedAt < NUDGE_PATIENCE_MS) {
     current.again = true;
     return;
   }
-  const state = { again: false, startedAt: Date.now() };
+  const state = { again: false, startedAt: workerClock.now() };
   nudging.set(env, state);
   try {
     do {
