@@ -345,7 +345,7 @@ export class SiteHub extends DurableObject<HubBindings> {
     return { ...view.health, last_updated: iso(this.now()) };
   }
 
-  /** siteHealth serialised, for the Worker to answer with as it is (SiteHealthJson). */
+  /** siteHealth serialised once per view, with this answer's time (SiteHealthJson). */
   async siteHealthJson(siteId: string): Promise<SiteHealthJson> {
     this.bind(siteId);
     const view = await this.currentSiteView();

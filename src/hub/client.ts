@@ -25,7 +25,7 @@ export function unwrap<T>(outcome: Outcome<T>): T {
 
 const parse = <S extends z.ZodType>(schema: S, reply: unknown): z.infer<S> => schema.parse(reply);
 
-/** Per site, the last site-health body this isolate checked against the contract (siteHealthJson). */
+/** Per site, the last site-health body this isolate checked against the contract (siteHealth). */
 const checkedHealthBodies = new Map<string, { head: string; tail: string; health: contract.SiteHealth }>();
 /** Per site, the last device list this isolate checked against the contract (siteDevices). */
 const checkedDeviceLists = new Map<string, { json: string; devices: contract.RosterDevice[] }>();
@@ -115,16 +115,12 @@ export class SiteHubClient {
     return devices;
   }
 
-  async siteHealth() {
-    return parse(contract.SiteHealthSchema, await this.stub.siteHealth(this.siteId));
-  }
-
   /**
    * Site health, carried as one string rather than an object per device. A body is checked against
    * the contract the first time this isolate sees it; the same body again (the site unchanged, only
    * the time moved on) has passed already.
    */
-  async siteHealthFromJson(): Promise<contract.SiteHealth> {
+  async siteHealth(): Promise<contract.SiteHealth> {
     const { head, last_updated, tail } = parse(contract.SiteHealthJsonSchema, await this.stub.siteHealthJson(this.siteId));
     const checked = checkedHealthBodies.get(this.siteId);
     if (checked?.head === head && checked.tail === tail) return { ...checked.health, last_updated };

@@ -26,7 +26,7 @@ export async function listSiteDevices(env: Env, siteId: string) {
 
 /** Site health (counts by live status and the device list), from its hub's roster. */
 export async function siteHealth(env: Env, siteId: string) {
-  return siteHub(env, siteId).siteHealthFromJson();
+  return siteHub(env, siteId).siteHealth();
 }
 
 /** A device row changed in D1 in a way its site's device list shows: the hub's roster re-reads it. */

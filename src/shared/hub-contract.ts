@@ -168,9 +168,9 @@ export const SiteHealthSchema = z.object({
 export type SiteHealth = z.infer<typeof SiteHealthSchema>;
 
 /**
- * Site health already serialised by the hub, as the response body will carry it: `head`, then
- * `last_updated` as a JSON string, then `tail`. The hub serialises once per change of the site and
- * the Worker adds the time of the answer, so a read neither copies nor re-serialises every device.
+ * Site health already serialised by the hub: `head`, then `last_updated` as a JSON string, then
+ * `tail`. The hub serialises once per change of the site and each answer adds its time, so a read
+ * carries one string across instead of an object per device.
  */
 export const SiteHealthJsonSchema = z.object({ head: z.string(), last_updated: z.string(), tail: z.string() });
 export type SiteHealthJson = z.infer<typeof SiteHealthJsonSchema>;
