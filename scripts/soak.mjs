@@ -129,9 +129,11 @@ try {
   }
   memory.push({ at_min: MINUTES, workerd_rss_mb: workerdRssMb() });
 
-  // Let the last commands reach their devices: two poll intervals and a restart's downtime.
+  // Let the last commands reach their devices: a job of a thousand executions, queued in the last
+  // minute, needs every device's next poll, a restart's downtime and the hub's turn through them.
+  // The wait ends as soon as everything settled; what is still open after it counts as a failure.
   console.log("\nwaiting for the last commands and jobs…");
-  const graceUntil = Date.now() + (2 * cadence.pollS + 15) * 1000;
+  const graceUntil = Date.now() + Math.max(120, 4 * cadence.pollS + 15) * 1000;
   let jobStates = [];
   for (;;) {
     jobStates = await Promise.all(jobs.map((id) => api(`/api/v1/jobs/${id}`, { token })));
