@@ -161,6 +161,7 @@ try {
 
   console.log(`\nsoak summary: ${DEVICES} devices for ${MINUTES} min, ${summary.requests} device calls`);
   console.log(`  answers: ${Object.entries(summary.answers_by_status).map(([k, v]) => `${k}×${v}`).join(" ")}`);
+  if (Object.keys(summary.network_failures_by_cause).length) console.log(`  transport failures: ${Object.entries(summary.network_failures_by_cause).map(([k, v]) => `${k}×${v}`).join(" ")}`);
   for (const [kind, l] of Object.entries(summary.latency_by_call)) console.log(`  ${kind.padEnd(9)} ${String(l.count).padStart(8)} calls  p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms`);
   console.log(`  commands: ${commands.length} direct + ${jobs.length} jobs → ${expectedExecutions} executions expected, ${summary.commands.received} done, ${summary.commands.executedTwice} twice`);
   console.log(`  workerd RSS: ${memory.map((m) => `${m.at_min} min ${m.workerd_rss_mb} MB`).join(", ")}`);
