@@ -56,7 +56,6 @@ copyFileSync(join(ROOT, "dist", "index.js"), join(work, "index.js"));
 copyFileSync(join(ROOT, "bench", "cost-entry.mjs"), join(work, "entry.js"));
 const service = await startService({
   quiet: true, assets: false, dist: work,
-  // The request log is off in production by default too; the bench prices the device path alone.
   miniflare: { scriptPath: join(work, "entry.js"), modulesRoot: work, modulesRules: [{ type: "ESModule", include: ["**/*.js"] }] },
 });
 const api = service.url;
@@ -81,6 +80,15 @@ function sampler(seed) {
     };
   };
 }
+
+/**
+ * What the set-up calls (site, registrations, channel upgrades) leave to be written after their
+ * responses: the request log's batch (within 200 ms) and the request rollups (within 10 s). Waited
+ * out before the counts are reset, or those one-off rows would land in the measured minutes and be
+ * scaled up as if every minute wrote them.
+ */
+const SETUP_WRITES_SETTLE_MS = 11_000;
+const settleSetupWrites = () => new Promise((resolve) => setTimeout(resolve, SETUP_WRITES_SETTLE_MS));
 
 async function counts(sites, reset = false) {
   const res = await fetch(`${api}/__bench/${reset ? "reset" : "counts"}?sites=${sites.join(",")}`, { method: reset ? "POST" : "GET" });
@@ -139,6 +147,7 @@ const timed = async (device, call) => {
 async function httpMode() {
   const siteId = `COST-HTTP-${Date.now().toString(36)}`;
   const devices = await siteWithDevices(siteId);
+  await settleSetupWrites();
   await counts([siteId], true);
   const paths = { heartbeat: "/api/v1/agent/heartbeat", telemetry: "/api/v1/agent/telemetry", poll: "/api/v1/devices/pending" };
   const realS = await drive(devices, ["heartbeat", "telemetry", "poll"], (kind, device) => timed(device, async () => {
@@ -181,6 +190,7 @@ async function channelMode() {
     ws.once("unexpected-response", (_req, res) => reject(new Error(`channel refused: ${res.statusCode}`)));
     ws.once("error", reject);
   })));
+  await settleSetupWrites();
   await counts([siteId], true);
   const realS = await drive(devices, ["heartbeat", "telemetry"], (kind, device) => timed(device, () => new Promise((resolve) => {
     const id = device.nextId();

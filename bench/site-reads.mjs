@@ -81,6 +81,17 @@ try {
     measured[site.devices] = { health, list };
   }
 
+  // The latency goal is read at the goal's rate, not at saturation: 32 connections kept busy queue
+  // behind one another, so a saturated run's p99 is its queue, whatever one request costs. The bare
+  // Worker at the same offered rate is the floor this runtime and machine put under any route.
+  const paced = { overallRate: SITE_HEALTH_GOAL_RPS };
+  const pacedBaseline = { ...(await load(`baseline at ${SITE_HEALTH_GOAL_RPS} req/s offered`, { url: baseline.url, ...paced })), notes: "latency floor at the goal's rate" };
+  const pacedHealth = {
+    ...(await load(`site health, 100-device site, at ${SITE_HEALTH_GOAL_RPS} req/s offered`, { url: `${api}/api/v1/sites/${SITES[0].siteId}/health`, headers: auth, ...paced })),
+    notes: "the p99 the goal is read from",
+  };
+  rows.push(pacedBaseline, pacedHealth);
+
   for (const r of rows) {
     r.ratio_to_baseline = +(r.requests_per_s / base.requests_per_s).toFixed(3);
     r.ratio_to_one_d1_query = +(r.requests_per_s / oneQuery.requests_per_s).toFixed(3);
@@ -96,12 +107,15 @@ try {
     site_health_rps: health100.requests_per_s,
     site_health_times_original: +(health100.requests_per_s / ORIGINAL_SITE_HEALTH_RPS).toFixed(1),
     site_health_p99_goal_ms: SITE_HEALTH_P99_GOAL_MS,
-    site_health_p99_ms: health100.p99_ms,
-    met: health100.requests_per_s >= SITE_HEALTH_GOAL_RPS && health100.p99_ms < SITE_HEALTH_P99_GOAL_MS,
+    site_health_p99_ms_at_goal_rate: pacedHealth.p99_ms,
+    site_health_p99_ms_saturated: health100.p99_ms,
+    baseline_p99_ms_at_goal_rate: pacedBaseline.p99_ms,
+    met: health100.requests_per_s >= SITE_HEALTH_GOAL_RPS && pacedHealth.requests_per_s >= 0.95 * SITE_HEALTH_GOAL_RPS && pacedHealth.p99_ms < SITE_HEALTH_P99_GOAL_MS,
   };
   console.log();
   console.log(`goal: site health at 100 devices ≥ ${SITE_HEALTH_GOAL_RPS} req/s (10× the original's ${ORIGINAL_SITE_HEALTH_RPS}) with p99 < ${SITE_HEALTH_P99_GOAL_MS} ms → ` +
-    `${health100.requests_per_s} req/s (${goals.site_health_times_original}×), p99 ${health100.p99_ms} ms: ${goals.met ? "met" : "NOT met"}`);
+    `${health100.requests_per_s} req/s at saturation (${goals.site_health_times_original}×); at ${SITE_HEALTH_GOAL_RPS} req/s offered ${pacedHealth.requests_per_s} req/s answered, ` +
+    `p99 ${pacedHealth.p99_ms} ms (the bare Worker's ${pacedBaseline.p99_ms} ms): ${goals.met ? "met" : "NOT met"}`);
   writeResults("site_reads", { sites: SITES, valid, scenarios: rows, goals });
 } finally {
   await service.stop();

@@ -503,7 +503,7 @@ export class AgentRuntime {
     }
     if (request.kind === "transactions") {
       const samples = this.sql.exec<{ recorded_at: string; transaction_count: number }>(
-        "SELECT recorded_at, transaction_count FROM metrics_history WHERE device_id = ? AND recorded_at >= ? AND transaction_count IS NOT NULL ORDER BY recorded_at, id",
+        "SELECT recorded_at, transaction_count FROM metrics_history WHERE device_id = ? AND recorded_at >= ? AND transaction_count IS NOT NULL ORDER BY recorded_at, seq",
         deviceId, fromIso,
       ).toArray();
       // The counter is cumulative (transactions today); a drop means it was reset (midnight, reinstall).

@@ -37,7 +37,7 @@ export class AiAssessor {
   private newestRows(deviceId: string, sinceIso: string, limit: number): HistoryRow[] {
     return this.sql.exec<HistoryRow>(
       `SELECT recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason FROM metrics_history
-       WHERE device_id = ? AND recorded_at >= ? ORDER BY recorded_at DESC, id DESC LIMIT ?`,
+       WHERE device_id = ? AND recorded_at >= ? ORDER BY recorded_at DESC, seq DESC LIMIT ?`,
       deviceId, sinceIso, limit,
     ).toArray().reverse();
   }

@@ -10,12 +10,26 @@ export const RING_SIZE = 2000;
 
 export const LIVE_SCHEMA = `
   CREATE TABLE IF NOT EXISTS live_events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     type TEXT NOT NULL,
     ts TEXT NOT NULL,
     data TEXT NOT NULL
   );
 `;
+
+/**
+ * `seq` is the row id without AUTOINCREMENT, whose counter is a second row written per event. The
+ * ring only ever trims its oldest rows, so the newest stays and the next id is always larger: seqs
+ * still only grow. Hubs made before this have their ring copied once into the new table.
+ */
+export function migrateLiveEvents(sql: SqlStorage) {
+  const ddl = sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'live_events'").toArray()[0]?.sql;
+  if (!ddl || !/AUTOINCREMENT/i.test(ddl)) return;
+  sql.exec("ALTER TABLE live_events RENAME TO live_events_autoincrement");
+  sql.exec(LIVE_SCHEMA);
+  sql.exec("INSERT INTO live_events (seq, type, ts, data) SELECT seq, type, ts, data FROM live_events_autoincrement");
+  sql.exec("DROP TABLE live_events_autoincrement");
+}
 
 export class LiveRing {
   constructor(private readonly sql: SqlStorage, private readonly siteId: () => string) {}

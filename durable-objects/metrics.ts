@@ -6,6 +6,18 @@ import { iso } from "../src/shared/time";
  * the first after a device restart, a snapshot every few minutes, or a real change. The kept rows are
  * the device's history, in this Durable Object's SQLite; D1 gets the latest sample in the site flush.
  */
+const METRICS_HISTORY_TABLE = `
+  CREATE TABLE IF NOT EXISTS metrics_history (
+    device_id TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    seq INTEGER NOT NULL DEFAULT 0,
+    cpu REAL NOT NULL, memory REAL NOT NULL, disk REAL NOT NULL,
+    temperature REAL, latency REAL, transaction_count INTEGER, uptime_s INTEGER, error_rate REAL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (device_id, recorded_at, seq)
+  ) WITHOUT ROWID;
+`;
+
 export const METRICS_SCHEMA = `
   CREATE TABLE IF NOT EXISTS metrics_state (
     device_id TEXT PRIMARY KEY,
@@ -17,16 +29,25 @@ export const METRICS_SCHEMA = `
     latest TEXT,
     latest_dirty INTEGER NOT NULL DEFAULT 0
   );
-  CREATE TABLE IF NOT EXISTS metrics_history (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    device_id TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    cpu REAL NOT NULL, memory REAL NOT NULL, disk REAL NOT NULL,
-    temperature REAL, latency REAL, transaction_count INTEGER, uptime_s INTEGER, error_rate REAL,
-    reason TEXT NOT NULL
-  );
-  CREATE INDEX IF NOT EXISTS metrics_history_device_time ON metrics_history (device_id, recorded_at);
-`;
+${METRICS_HISTORY_TABLE}`;
+
+/**
+ * The history is keyed by (device, time) itself rather than by a row id with an index beside it:
+ * a stored sample is then one row written instead of three (row, index entry, AUTOINCREMENT
+ * counter), and rows written are what storage is billed by. `seq` tells apart samples of one device
+ * recorded in the same millisecond (a batch). Hubs made before this keep their rows: they are copied
+ * once into the new table, each keeping its old id as its `seq`.
+ */
+export function migrateMetricsHistory(sql: SqlStorage) {
+  const columns = sql.exec<{ name: string }>("PRAGMA table_info(metrics_history)").toArray().map((c) => c.name);
+  if (!columns.includes("id")) return;
+  const copied = "device_id, recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason";
+  sql.exec("ALTER TABLE metrics_history RENAME TO metrics_history_with_ids");
+  sql.exec("DROP INDEX IF EXISTS metrics_history_device_time");
+  sql.exec(METRICS_HISTORY_TABLE);
+  sql.exec(`INSERT INTO metrics_history (seq, ${copied}) SELECT id, ${copied} FROM metrics_history_with_ids`);
+  sql.exec("DROP TABLE metrics_history_with_ids");
+}
 
 
 export type StoredState = {
@@ -87,8 +108,8 @@ export class MetricsStore {
       return { stored: false, reason };
     }
     this.sql.exec(
-      `INSERT INTO metrics_history (device_id, recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO metrics_history (device_id, recorded_at, seq, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason)
+       VALUES (?1, ?2, (SELECT count(*) FROM metrics_history WHERE device_id = ?1 AND recorded_at = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`,
       deviceId, recordedAt, sample.cpu_usage, sample.memory_usage, sample.disk_usage, sample.temperature ?? null,
       sample.network_latency_ms ?? null, sample.transaction_count ?? null, sample.uptime_seconds ?? null, sample.error_rate ?? null, reason,
     );
@@ -109,7 +130,7 @@ export class MetricsStore {
     return this.sql.exec<{
       recorded_at: string; cpu: number; memory: number; disk: number; temperature: number | null; latency: number | null;
       transaction_count: number | null; uptime_s: number | null; error_rate: number | null; reason: string;
-    }>("SELECT recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason FROM metrics_history WHERE device_id = ? AND recorded_at >= ? ORDER BY recorded_at LIMIT ?",
+    }>("SELECT recorded_at, cpu, memory, disk, temperature, latency, transaction_count, uptime_s, error_rate, reason FROM metrics_history WHERE device_id = ? AND recorded_at >= ? ORDER BY recorded_at, seq LIMIT ?",
       deviceId, sinceIso, limit).toArray();
   }
 

@@ -11,11 +11,11 @@ import {
 import type { CommandStatus, DiagnosticComponent, JobStatus } from "../src/shared/vocabulary";
 import { iso, systemClock, type Clock } from "../src/shared/time";
 import { summariseSiteHealth } from "./site-health";
-import { LIVE_SCHEMA, LiveRing } from "./live";
+import { LIVE_SCHEMA, LiveRing, migrateLiveEvents } from "./live";
 import { DeviceRateLimiter } from "./rate-limit";
 import { DeviceCredentials } from "./credentials";
 import { DEFAULT_INTERVAL_S, LAST_SEEN_FLUSH_MS, PRESENCE_SCHEMA, Presence, migratePresence, offlineAfterMs, type Transition } from "./presence";
-import { METRICS_SCHEMA, MetricsStore } from "./metrics";
+import { METRICS_SCHEMA, MetricsStore, migrateMetricsHistory } from "./metrics";
 import { AGENTS_SCHEMA, Agents } from "./agent-store";
 import { AgentRuntime, PRUNE_EVERY_MS } from "./agent-runtime";
 import {
@@ -90,6 +90,9 @@ export class SiteHub extends DurableObject<HubBindings> {
     this.database = env.DB;
     this.subscriptionLimits = config.live;
     this.sql = countWrites(ctx.storage.sql, () => { this.writes++; });
+    // Tables whose layout changed are rebuilt before the schema below is taken as it stands.
+    migrateLiveEvents(this.sql);
+    migrateMetricsHistory(this.sql);
     this.sql.exec(LIVE_SCHEMA + PRESENCE_SCHEMA + METRICS_SCHEMA + AGENTS_SCHEMA + OUTBOX_SCHEMA + COMMANDS_SCHEMA + JOBS_SCHEMA + ENROLMENT_QUOTA_SCHEMA + ROSTER_SCHEMA);
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     migratePresence(this.sql);

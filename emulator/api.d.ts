@@ -70,7 +70,7 @@ export interface paths {
   "/api/v1/auth/signup": {
     /**
      * Create an account
-     * @description Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Site and tenant invitations waiting for this e-mail address (compared case-insensitively) are applied. Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.
+     * @description Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. The address is not verified, so invitations waiting for it are not applied: the invitee accepts each with its code (`POST /api/v1/invitations/accept`). Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.
      */
     post: operations["post_api_v1_auth_signup"];
   };
@@ -82,7 +82,7 @@ export interface paths {
     get: operations["get_api_v1_auth_login"];
     /**
      * Log in with e-mail and password
-     * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
+     * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
      */
     post: operations["post_api_v1_auth_login"];
   };
@@ -173,7 +173,7 @@ export interface paths {
     get: operations["get_api_v1_sites_site_id_members"];
     /**
      * Invite someone by e-mail, or set a member's role (owner)
-     * @description By `email`: an invitation (202). The answer is the same whether or not an account has that address, and nothing changes until one does: the invitation is applied when an account with that address (compared case-insensitively) signs up or next logs in, within 7 days. It grants at least `role` and never lowers a role the user already has. Inviting the same address again replaces the role and restarts the 7 days. Pending invitations are listed and revoked under `…/invitations`.
+     * @description By `email`: an invitation (202). The answer is the same whether or not an account has that address, and nothing changes until the invitee accepts: the answer carries an `invitation_code`, shown this once, to give to the invitee, who accepts with `POST /api/v1/invitations/accept` from an account with that address (compared case-insensitively) within 7 days. The service does not verify the addresses of password accounts, so the address alone collects nothing; an address an OpenID Connect provider verified collects its invitations at sign-in. It grants at least `role` and never lowers a role the user already has. Inviting the same address again replaces the role, restarts the 7 days and voids the earlier code. Pending invitations are listed and revoked under `…/invitations`.
      *
      * By `user_id` (201): administrators add any user; an owner may only change the role of a user who is already a member of the site (anything else is 403, whether or not the user exists). Demoting the site's last owner is refused (400).
      *
@@ -323,7 +323,7 @@ export interface paths {
      * Invite someone to a tenant role by e-mail, or set a member's tenant role (tenant owner or administrator)
      * @description The role applies to every site of the tenant.
      *
-     * By `email`: an invitation (202), answered the same whether or not an account has that address, applied when an account with it signs up or next logs in (within 7 days); it grants at least `role`, never less than the user has. By `user_id` (201): administrators add any user; a tenant owner may only change the role of an existing tenant member (anything else is 403, whether or not the user exists).
+     * By `email`: an invitation (202), answered the same whether or not an account has that address, with an `invitation_code` shown this once: the invitee accepts it with `POST /api/v1/invitations/accept` from an account with that address within 7 days (an address an OpenID Connect provider verified collects it at sign-in). It grants at least `role`, never less than the user has. By `user_id` (201): administrators add any user; a tenant owner may only change the role of an existing tenant member (anything else is 403, whether or not the user exists).
      *
      * A lowered role takes effect on the member's open live connections to the tenant's sites at once.
      */
@@ -349,6 +349,13 @@ export interface paths {
      * @description The invitation is deleted and will not be applied. Unknown (or already applied) → 404.
      */
     delete: operations["delete_api_v1_tenants_tenant_id_invitations_invitation_id"];
+  };
+  "/api/v1/invitations/accept": {
+    /**
+     * Accept an invitation with its code
+     * @description Joins the site or tenant the code was issued for, from the signed-in account, which must have the invited e-mail address (compared case-insensitively; another address is 403 and changes nothing). An unknown, expired, revoked or already used code is 404. The code works once; the membership and its `site_member_added` / `tenant_member_added` audit row are written together.
+     */
+    post: operations["post_api_v1_invitations_accept"];
   };
   "/api/v1/devices/sites/{site_id}/devices": {
     /**
@@ -1988,18 +1995,22 @@ export interface components {
       role: "viewer" | "operator" | "owner";
       created_at: string;
     };
+    InvitationIssued: components["schemas"]["Invitation"] & {
+      /** @description Shown this once and stored only as a digest: give it to the invitee, who accepts with `POST /api/v1/invitations/accept` from an account with the invited address. Inviting the address again issues a new code and voids this one. */
+      invitation_code: string;
+    };
     Invitation: {
       invitation_id: string;
       /** @description As invited, in lower case */
       email: string;
       /**
-       * @description Granted at least this role when applied (an invitation never lowers a role)
+       * @description Granted at least this role when accepted (an invitation never lowers a role)
        * @enum {string}
        */
       role: "viewer" | "operator" | "owner";
       invited_by: number | null;
       created_at: string;
-      /** @description Not applied after this (7 days after the last invitation of this address) */
+      /** @description Not accepted after this (7 days after the last invitation of this address) */
       expires_at: string;
     };
     AddMemberRequest: {
@@ -2162,6 +2173,24 @@ export interface components {
     CreateTenantRequest: {
       tenant_id?: string;
       name: string;
+    };
+    AcceptedInvitation: {
+      invitation_id: string;
+      /** @enum {string} */
+      scope: "site" | "tenant";
+      /** @description The site joined (scope `site`) */
+      site_id: string | null;
+      /** @description The tenant joined (scope `tenant`): the role applies to each of its sites */
+      tenant_id: string | null;
+      /**
+       * @description The role the invitation grants; a higher role the account already had is kept
+       * @enum {string}
+       */
+      role: "viewer" | "operator" | "owner";
+    };
+    AcceptInvitationRequest: {
+      /** @description The code the inviter was given when inviting your address */
+      invitation_code: string;
     };
     DeviceListItem: {
       site_id: string;
@@ -4880,7 +4909,7 @@ export interface operations {
   };
   /**
    * Create an account
-   * @description Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Site and tenant invitations waiting for this e-mail address (compared case-insensitively) are applied. Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.
+   * @description Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. The address is not verified, so invitations waiting for it are not applied: the invitee accepts each with its code (`POST /api/v1/invitations/accept`). Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.
    */
   post_api_v1_auth_signup: {
     requestBody: {
@@ -4965,7 +4994,7 @@ export interface operations {
   };
   /**
    * Log in with e-mail and password
-   * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
+   * @description Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. Failed logins are counted per e-mail address (known or not) and per client address: after 5 failures from one client address within 15 minutes, or once 10 failures from all addresses have piled up while the caller's address is one of the failing ones, that address gets 429 with Retry-After and nothing is checked. An address with no failure of its own still gets through, so nobody can lock the rightful holder out by failing on purpose; an address that fails often on any credential is refused for a few minutes.
    */
   post_api_v1_auth_login: {
     requestBody: {
@@ -5537,7 +5566,7 @@ export interface operations {
   };
   /**
    * Invite someone by e-mail, or set a member's role (owner)
-   * @description By `email`: an invitation (202). The answer is the same whether or not an account has that address, and nothing changes until one does: the invitation is applied when an account with that address (compared case-insensitively) signs up or next logs in, within 7 days. It grants at least `role` and never lowers a role the user already has. Inviting the same address again replaces the role and restarts the 7 days. Pending invitations are listed and revoked under `…/invitations`.
+   * @description By `email`: an invitation (202). The answer is the same whether or not an account has that address, and nothing changes until the invitee accepts: the answer carries an `invitation_code`, shown this once, to give to the invitee, who accepts with `POST /api/v1/invitations/accept` from an account with that address (compared case-insensitively) within 7 days. The service does not verify the addresses of password accounts, so the address alone collects nothing; an address an OpenID Connect provider verified collects its invitations at sign-in. It grants at least `role` and never lowers a role the user already has. Inviting the same address again replaces the role, restarts the 7 days and voids the earlier code. Pending invitations are listed and revoked under `…/invitations`.
    *
    * By `user_id` (201): administrators add any user; an owner may only change the role of a user who is already a member of the site (anything else is 403, whether or not the user exists). Demoting the site's last owner is refused (400).
    *
@@ -5561,10 +5590,10 @@ export interface operations {
           "application/json": components["schemas"]["Member"];
         };
       };
-      /** @description Invitation stored (by email) */
+      /** @description Invitation stored, with its code (by email) */
       202: {
         content: {
-          "application/json": components["schemas"]["Invitation"];
+          "application/json": components["schemas"]["InvitationIssued"];
         };
       };
       /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
@@ -6579,7 +6608,7 @@ export interface operations {
    * Invite someone to a tenant role by e-mail, or set a member's tenant role (tenant owner or administrator)
    * @description The role applies to every site of the tenant.
    *
-   * By `email`: an invitation (202), answered the same whether or not an account has that address, applied when an account with it signs up or next logs in (within 7 days); it grants at least `role`, never less than the user has. By `user_id` (201): administrators add any user; a tenant owner may only change the role of an existing tenant member (anything else is 403, whether or not the user exists).
+   * By `email`: an invitation (202), answered the same whether or not an account has that address, with an `invitation_code` shown this once: the invitee accepts it with `POST /api/v1/invitations/accept` from an account with that address within 7 days (an address an OpenID Connect provider verified collects it at sign-in). It grants at least `role`, never less than the user has. By `user_id` (201): administrators add any user; a tenant owner may only change the role of an existing tenant member (anything else is 403, whether or not the user exists).
    *
    * A lowered role takes effect on the member's open live connections to the tenant's sites at once.
    */
@@ -6601,10 +6630,10 @@ export interface operations {
           "application/json": components["schemas"]["Member"];
         };
       };
-      /** @description Invitation stored (by email) */
+      /** @description Invitation stored, with its code (by email) */
       202: {
         content: {
-          "application/json": components["schemas"]["Invitation"];
+          "application/json": components["schemas"]["InvitationIssued"];
         };
       };
       /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
@@ -6768,6 +6797,61 @@ export interface operations {
       };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Validation failed: detail lists each problem with its location */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Accept an invitation with its code
+   * @description Joins the site or tenant the code was issued for, from the signed-in account, which must have the invited e-mail address (compared case-insensitively; another address is 403 and changes nothing). An unknown, expired, revoked or already used code is 404. The code works once; the membership and its `site_member_added` / `tenant_member_added` audit row are written together.
+   */
+  post_api_v1_invitations_accept: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AcceptInvitationRequest"];
+      };
+    };
+    responses: {
+      /** @description Accepted: the account is now a member */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AcceptedInvitation"];
+        };
+      };
+      /** @description Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credentials */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Request body too large */
+      413: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -135,6 +135,7 @@ export function summaryOf(fleet: Fleet, count: number) {
     duration_s: Math.round((Date.now() - s.startedAt) / 1000),
     requests: s.requests,
     answers_by_status: Object.fromEntries(s.byStatus),
+    network_failures_by_cause: Object.fromEntries(s.networkCauses),
     latency_by_call: s.latencySummary(),
     commands: s.commands,
   };
@@ -144,6 +145,7 @@ function printSummary(fleet: Fleet, count: number) {
   const summary = summaryOf(fleet, count);
   console.log(`\nsummary: ${summary.enrolled}/${count} enrolled, ${summary.requests} requests in ${summary.duration_s} s`);
   console.log(`  answers: ${Object.entries(summary.answers_by_status).map(([k, v]) => `${k}×${v}`).join(" ") || "none"}`);
+  if (Object.keys(summary.network_failures_by_cause).length) console.log(`  transport failures: ${Object.entries(summary.network_failures_by_cause).map(([k, v]) => `${k}×${v}`).join(" ")}`);
   for (const [kind, l] of Object.entries(summary.latency_by_call)) console.log(`  ${kind.padEnd(9)} ${String(l.count).padStart(7)} calls  p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms  max ${Math.round(l.max_ms)} ms`);
   const c = summary.commands;
   console.log(`  commands: ${c.received} received, ${c.completed} completed, ${c.failed} failed, ${c.executedTwice} executed twice`);

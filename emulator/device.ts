@@ -71,6 +71,7 @@ export async function timedCall<T>(stats: FleetStats, kind: CallKind, call: () =
   } catch (error) {
     if ((error as { name?: string }).name === "AbortError") return { ok: false, status: "network" };
     stats.record(kind, "network", performance.now() - started);
+    stats.recordNetworkCause(error);
     return { ok: false, status: "network" };
   }
 }

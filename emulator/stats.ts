@@ -18,6 +18,8 @@ export class FleetStats {
   requests = 0;
   /** Answers by status ("200", "429", …) and transport failures as "network". */
   readonly byStatus = new Map<string, number>();
+  /** Transport failures by their cause (`ECONNRESET`, `UND_ERR_CONNECT_TIMEOUT`, …), to tell a refused connection from a slow one. */
+  readonly networkCauses = new Map<string, number>();
   private readonly latencies = new Map<CallKind, number[]>();
   private recent: { at: number; ms: number }[] = [];
   readonly commands: CommandTally = { received: 0, completed: 0, failed: 0, executedTwice: 0 };
@@ -35,6 +37,12 @@ export class FleetStats {
     const now = Date.now();
     this.recent.push({ at: now, ms });
     if (this.recent.length > 50_000 || this.recent[0].at < now - 2 * WINDOW_MS) this.recent = this.recent.filter((r) => r.at >= now - WINDOW_MS);
+  }
+
+  recordNetworkCause(error: unknown) {
+    const cause = (error as { cause?: { code?: string; name?: string } }).cause;
+    const name = cause?.code ?? cause?.name ?? (error as { name?: string }).name ?? "unknown";
+    this.networkCauses.set(name, (this.networkCauses.get(name) ?? 0) + 1);
   }
 
   noteExecution(commandId: string) {

@@ -129,9 +129,11 @@ try {
   }
   memory.push({ at_min: MINUTES, workerd_rss_mb: workerdRssMb() });
 
-  // Let the last commands reach their devices: two poll intervals and a restart's downtime.
+  // Let the last commands reach their devices: a job of a thousand executions, queued in the last
+  // minute, needs every device's next poll, a restart's downtime and the hub's turn through them.
+  // The wait ends as soon as everything settled; what is still open after it counts as a failure.
   console.log("\nwaiting for the last commands and jobs…");
-  const graceUntil = Date.now() + (2 * cadence.pollS + 15) * 1000;
+  const graceUntil = Date.now() + Math.max(120, 4 * cadence.pollS + 15) * 1000;
   let jobStates = [];
   for (;;) {
     jobStates = await Promise.all(jobs.map((id) => api(`/api/v1/jobs/${id}`, { token })));
@@ -159,6 +161,7 @@ try {
 
   console.log(`\nsoak summary: ${DEVICES} devices for ${MINUTES} min, ${summary.requests} device calls`);
   console.log(`  answers: ${Object.entries(summary.answers_by_status).map(([k, v]) => `${k}×${v}`).join(" ")}`);
+  if (Object.keys(summary.network_failures_by_cause).length) console.log(`  transport failures: ${Object.entries(summary.network_failures_by_cause).map(([k, v]) => `${k}×${v}`).join(" ")}`);
   for (const [kind, l] of Object.entries(summary.latency_by_call)) console.log(`  ${kind.padEnd(9)} ${String(l.count).padStart(8)} calls  p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms`);
   console.log(`  commands: ${commands.length} direct + ${jobs.length} jobs → ${expectedExecutions} executions expected, ${summary.commands.received} done, ${summary.commands.executedTwice} twice`);
   console.log(`  workerd RSS: ${memory.map((m) => `${m.at_min} min ${m.workerd_rss_mb} MB`).join(", ")}`);

@@ -64,9 +64,12 @@ export const invitations = sqliteTable("invitations", {
   invitedBy: integer("invited_by"),
   createdAt: createdAt(),
   expiresAt: text("expires_at").notNull(),
+  /** SHA-256 of the invitation code handed to the inviter once; the invitee accepts with the code. */
+  codeDigest: text("code_digest"),
 }, (t) => [
   uniqueIndex("invitations_target_email_uq").on(t.scope, t.targetId, t.email),
   index("invitations_email_idx").on(t.email),
+  uniqueIndex("invitations_code_digest_uq").on(t.codeDigest),
 ]);
 
 export const sites = sqliteTable("sites", {

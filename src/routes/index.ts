@@ -7,6 +7,7 @@ import { docsRoutes } from "./docs/routes";
 import { authRoutes } from "./auth/routes";
 import { siteRoutes } from "./sites/routes";
 import { siteMemberRoutes } from "./sites/members";
+import { invitationRoutes } from "./invitations/routes";
 import { intentClaimRoutes, siteIntentRoutes } from "./intents/routes";
 import { siteEnrolmentRoutes } from "./devices/site-routes";
 import { liveRoutes } from "./live/routes";
@@ -70,6 +71,7 @@ export const routeTable = (openApiDocument: () => object): readonly RouteMount[]
   { prefix: "/api/v1/sites", router: liveRoutes() },
   { prefix: "/api/v1/enrolment-intents", router: intentClaimRoutes },
   { prefix: "/api/v1/tenants", router: tenantRoutes },
+  { prefix: "/api/v1/invitations", router: invitationRoutes },
 
   // Devices: registration per site, then the registry. The command routes come before the
   // registry because the device's poll `/devices/pending` would otherwise be read as

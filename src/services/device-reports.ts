@@ -3,6 +3,7 @@ import type { AuthDevice, Db, Env } from "../env";
 import { deviceConfigHistory, errorLogs } from "../db/schema";
 import { tooManyRequests } from "../lib/errors";
 import { recordAudit } from "./audit";
+import { ensureOwnDevice } from "./devices";
 import { siteHub } from "../hub/client";
 import { currentDate } from "../lib/clock";
 import { normaliseTimestamp } from "../shared/time";
@@ -17,6 +18,15 @@ import type { CommandRecord } from "../shared/hub-contract";
 export async function admitDeviceCall(env: Env, device: AuthDevice) {
   const wait = await siteHub(env, device.siteId).takeDeviceCallToken(device.deviceId);
   if (wait) throw tooManyRequests("Too many calls from this device", wait);
+}
+
+/**
+ * A device call about the device `claimedDeviceId` names (in its body or path): refused unless that is
+ * the calling device, then admitted against the device's call budget.
+ */
+export async function admitOwnDeviceCall(env: Env, device: AuthDevice, claimedDeviceId: string | undefined) {
+  ensureOwnDevice(device.deviceId, claimedDeviceId);
+  await admitDeviceCall(env, device);
 }
 
 // ---- logs -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import type { AppConfig, Db } from "../env";
 import { users } from "../db/schema";
 import { ApiError, badRequest, conflict, forbidden, unauthorized } from "../lib/errors";
 import { recordAudit } from "./audit";
-import { acceptInvitations } from "./invitations";
+import { acceptInvitationsForVerifiedEmail } from "./invitations";
 import { createExternalUser, findUserByEmail } from "./users";
 
 type UserRow = typeof users.$inferSelect;
@@ -303,7 +303,7 @@ export async function completeLogin(
       request,
     });
     // Invitations go to an e-mail address: only one the provider vouches for may collect them.
-    if (claims.emailVerified) await acceptInvitations(db, user, request);
+    if (claims.emailVerified) await acceptInvitationsForVerifiedEmail(db, user, request);
     return { user, outcome, afterLoginUrl: settings.afterLoginUrl, cookiePath: settings.cookiePath };
   } catch (error) {
     if (error instanceof ApiError && error.status !== 503) {

@@ -4,6 +4,22 @@ import { currentDate, workerClock } from "../lib/clock";
 
 const ALGORITHM = "HS256";
 
+/**
+ * The verification key, imported once per secret and isolate: handed the raw bytes, jose imports
+ * them into WebCrypto on every verification, the most frequent work of every signed-in request.
+ * Kept as the key itself, never the import in flight, which another request could not await.
+ */
+const verificationKeys = new WeakMap<Uint8Array, CryptoKey>();
+
+async function verificationKey(secret: Uint8Array): Promise<CryptoKey> {
+  let key = verificationKeys.get(secret);
+  if (!key) {
+    key = await crypto.subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
+    verificationKeys.set(secret, key);
+  }
+  return key;
+}
+
 export async function issueAccessToken(config: AppConfig, user: { id: number; email: string; isAdmin: boolean }) {
   const { secret, issuer, audience, lifetimeMinutes } = config.jwt;
   const issuedAt = Math.floor(workerClock.now() / 1000);
@@ -54,7 +70,7 @@ const FORGERY_CODES = new Set(["ERR_JWS_SIGNATURE_VERIFICATION_FAILED", "ERR_JOS
  */
 export async function checkAccessToken(config: AppConfig, token: string): Promise<{ userId: number } | { refused: TokenRefusal }> {
   try {
-    const { payload } = await jwtVerify(token, config.jwt.secret, {
+    const { payload } = await jwtVerify(token, await verificationKey(config.jwt.secret), {
       algorithms: [ALGORITHM],
       issuer: config.jwt.issuer,
       audience: config.jwt.audience,

@@ -8,6 +8,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from "node:net";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { callApi, unique, type ApiCall } from "./http";
 
 let testing: RunningService;
 let defaults: RunningService;
@@ -52,16 +53,8 @@ afterAll(async () => {
   await new Promise((resolve) => syslog?.close(resolve));
 });
 
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
-async function api(service: RunningService, path: string, init: { method?: string; token?: string; body?: unknown } = {}) {
-  const headers: Record<string, string> = {};
-  if (init.body !== undefined) headers["content-type"] = "application/json";
-  if (init.token) headers.authorization = `Bearer ${init.token}`;
-  const res = await fetch(`${service.url}${path}`, { method: init.method ?? "GET", headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
+const api = (service: RunningService, path: string, call?: ApiCall) => callApi(service.url, path, call);
 
 async function administrator(service: RunningService) {
   const email = `${unique("admin")}@example.com`;

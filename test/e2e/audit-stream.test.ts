@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { callApi, unique, type ApiCall } from "./http";
 
 let service: RunningService;
 let base: string;
@@ -23,16 +24,8 @@ afterAll(async () => {
   await service?.stop();
 });
 
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
-async function api(path: string, init: { method?: string; token?: string; body?: unknown } = {}) {
-  const headers: Record<string, string> = {};
-  if (init.body !== undefined) headers["content-type"] = "application/json";
-  if (init.token) headers.authorization = `Bearer ${init.token}`;
-  const res = await fetch(`${base}${path}`, { method: init.method ?? "GET", headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
+const api = (path: string, call?: ApiCall) => callApi(base, path, call);
 
 async function ownerOfSite() {
   const email = `${unique("audit")}@example.com`;

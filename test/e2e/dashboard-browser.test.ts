@@ -46,6 +46,7 @@ const owner = { email: `${unique("owner")}@example.com`, password: "correct-hors
 const viewer = { email: `${unique("viewer")}@example.com`, password: "correct-horse-staple" };
 const siteId = unique("SITE").toUpperCase();
 let device: { id: string; headers: Record<string, string> };
+let viewerInvitationCode: string;
 
 beforeAll(async () => {
   const browser = await findChromium();
@@ -60,8 +61,10 @@ beforeAll(async () => {
   const registered = await call(`/api/v1/devices/sites/${siteId}/devices`, { method: "POST", token, body: { name: "Till 1", device_type: "pos_terminal" } });
   expect(registered.status).toBe(201);
   device = { id: registered.json.device_id, headers: { "X-Device-ID": registered.json.device_id, "X-API-Key": registered.json.api_key } };
-  // The viewer is invited before signing up; the invitation applies at signup.
-  expect((await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token, body: { email: viewer.email, role: "viewer" } })).status).toBeLessThan(300);
+  // The viewer is invited before signing up, and accepts the invitation's code in the dashboard.
+  const invited = await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token, body: { email: viewer.email, role: "viewer" } });
+  expect(invited.status).toBe(202);
+  viewerInvitationCode = invited.json.invitation_code;
   expect((await call("/api/v1/auth/signup", { method: "POST", body: viewer })).status).toBe(201);
 
   userDataDir = mkdtempSync(join(tmpdir(), "fleet-edge-dashboard-"));
@@ -212,10 +215,14 @@ describe("the operator dashboard in a real browser", () => {
     await expect.poll(() => intent.count(), { timeout: UI_TIMEOUT }).toBe(1);
     expect(await page.locator("#shown-once").isHidden()).toBe(true);
 
-    // Members: the invited viewer is listed with their role; the audit trail lists the sign-in.
+    // Members: the owner is listed; inviting an address shows its code once. The audit trail lists the sign-in.
     await page.getByRole("link", { name: siteId }).click();
     await page.getByRole("link", { name: "Members and roles" }).click();
-    await expect.poll(() => page.locator("#members tr").count(), { timeout: UI_TIMEOUT }).toBe(2);
+    await expect.poll(() => page.locator("#members tr").count(), { timeout: UI_TIMEOUT }).toBe(1);
+    await page.locator("#invite-email").fill(`${unique("cashier")}@example.com`);
+    await page.getByRole("button", { name: "Invite" }).click();
+    await expect.poll(() => page.locator("#invitation-code code").textContent(), { timeout: UI_TIMEOUT }).toMatch(/^inv_[\w-]{43}$/);
+    await expect(page.locator("#members tr").count()).resolves.toBe(1);
     await page.getByRole("link", { name: "Audit" }).click();
     await page.getByLabel("Event type").fill("login_success");
     await page.getByRole("button", { name: "Apply" }).click();
@@ -234,10 +241,15 @@ describe("the operator dashboard in a real browser", () => {
     await page.close();
   }, 120_000);
 
-  it("a viewer sees the site but is offered no write action", async () => {
+  it("a viewer accepts an invitation's code, sees the site and is offered no write action", async () => {
     const page = await newPage();
     await signIn(page, viewer);
-    await openSite(page);
+    // Not a member until the invitation's code is accepted.
+    await page.getByText("No sites yet").waitFor({ timeout: UI_TIMEOUT });
+    await page.getByLabel("Invitation code").fill(viewerInvitationCode);
+    await page.getByRole("button", { name: "Accept" }).click();
+    await page.waitForURL(`${base}/dashboard/site?site_id=${siteId}`);
+    await expect.poll(() => page.locator("#live-state").textContent(), { timeout: UI_TIMEOUT }).toBe("live");
     await expect(page.locator("p.muted", { hasText: "your role: viewer" }).count()).resolves.toBe(1);
     await expect(row(page).count()).resolves.toBe(1);
     await expect(page.getByRole("button", { name: /Restart/ }).count()).resolves.toBe(0);

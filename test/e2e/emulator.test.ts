@@ -3,6 +3,7 @@
 // and receive and complete a job; intervals are shortened with the emulator's own options.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { callApi, type ApiCall } from "./http";
 import { loadEmulator } from "../../scripts/lib/emulator.mjs";
 
 let service: RunningService;
@@ -17,15 +18,7 @@ afterAll(async () => {
   await service?.stop();
 });
 
-async function api(path: string, init: { method?: string; token?: string; body?: unknown } = {}) {
-  const response = await fetch(`${base}${path}`, {
-    method: init.method ?? "GET",
-    headers: { "content-type": "application/json", ...(init.token ? { authorization: `Bearer ${init.token}` } : {}) },
-    body: init.body === undefined ? undefined : JSON.stringify(init.body),
-  });
-  const text = await response.text();
-  return { status: response.status, json: text ? JSON.parse(text) : undefined };
-}
+const api = (path: string, call?: ApiCall) => callApi(base, path, call);
 
 async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -9,6 +9,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openJsonSocket } from "./json-socket";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { callApi, unique, type ApiCall } from "./http";
 
 let service: RunningService;
 let base: string;
@@ -32,16 +33,8 @@ afterEach(async () => {
 
 type LiveEvent = { seq: number; type: string; site_id: string; ts: string; data: any };
 
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
-async function api(path: string, init: { method?: string; token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
-  const headers: Record<string, string> = { ...init.headers };
-  if (init.body !== undefined) headers["content-type"] = "application/json";
-  if (init.token) headers.authorization = `Bearer ${init.token}`;
-  const res = await fetch(`${base}${path}`, { method: init.method ?? "GET", headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
+const api = (path: string, call?: ApiCall) => callApi(base, path, call);
 
 async function user() {
   const email = `${unique("live")}@example.com`;

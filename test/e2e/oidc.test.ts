@@ -271,6 +271,27 @@ describe("OpenID Connect login against a real provider", () => {
     expect(after.password_hash).toBe(before.password_hash);
   });
 
+  it("collects the invitations waiting for an address only when the provider verified it", async () => {
+    const owner = await api("/api/v1/auth/signup", { method: "POST", body: { email: `${unique("owner")}@example.com`, password: "correct-horse" } });
+    const token = owner.json.data.access_token;
+    const siteId = unique("INVITED").toUpperCase();
+    expect((await api("/api/v1/sites/sites", { method: "POST", token, body: { site_id: siteId, name: "Invited store" } })).status).toBe(201);
+    const verified = account({ email_verified: true });
+    const unverified = account({ email_verified: false });
+    for (const who of [verified, unverified]) {
+      expect((await api(`/api/v1/sites/${siteId}/members`, { method: "POST", token, body: { email: who.email, role: "operator" } })).status).toBe(202);
+    }
+    const siteFor = async (who: TestAccount) => {
+      const signedIn = await signInAs(who);
+      expect(signedIn.status, JSON.stringify(signedIn.body)).toBe(302);
+      return (await api(`/api/v1/sites/${siteId}`, { token: signedIn.cookies.get("access_token") })).status;
+    };
+    expect(await siteFor(verified)).toBe(200);
+    expect(await siteFor(unverified)).toBe(404);
+    const pending = await api(`/api/v1/sites/${siteId}/invitations`, { token });
+    expect(pending.json.invitations.map((i: { email: string }) => i.email)).toEqual([unverified.email.toLowerCase()]);
+  });
+
   it("takes over an account of the replaced service that carries the same subject without an issuer, and refuses one linked to another identity (409)", async () => {
     const db = await service.mf.getD1Database("DB");
     const legacyEmail = `${unique("legacy")}@example.com`;

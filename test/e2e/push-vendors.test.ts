@@ -9,6 +9,7 @@ import type { AddressInfo } from "node:net";
 import { decodeProtectedHeader, importSPKI, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { callApi, type ApiCall } from "./http";
 
 const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const ec = generateKeyPairSync("ec", { namedCurve: "P-256" });
@@ -105,15 +106,7 @@ afterAll(async () => {
   await new Promise((resolve) => vendor?.close(resolve));
 });
 
-async function api(path: string, init: { method?: string; token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
-  const res = await fetch(`${service.url}${path}`, {
-    method: init.method ?? "GET",
-    headers: { ...init.headers, ...(init.token ? { Authorization: `Bearer ${init.token}` } : {}), ...(init.body ? { "Content-Type": "application/json" } : {}) },
-    body: init.body ? JSON.stringify(init.body) : undefined,
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
+const api = (path: string, call?: ApiCall) => callApi(service.url, path, call);
 
 const unique = (prefix: string) => `${prefix}${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 

@@ -6,6 +6,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type RunningService } from "../../scripts/lib/serve-bundle.mjs";
+import { callApi, type ApiCall } from "./http";
 import { decryptMessage, newSubscriber, newVapidKeys, verifyVapid, type Subscriber } from "./web-push-service";
 
 let service: RunningService;
@@ -53,15 +54,7 @@ afterAll(async () => {
   await new Promise((resolve) => pushServer?.close(resolve));
 });
 
-async function api(path: string, init: { method?: string; token?: string; body?: unknown } = {}) {
-  const res = await fetch(`${service.url}${path}`, {
-    method: init.method ?? "GET",
-    headers: { ...(init.token ? { Authorization: `Bearer ${init.token}` } : {}), ...(init.body ? { "Content-Type": "application/json" } : {}) },
-    body: init.body ? JSON.stringify(init.body) : undefined,
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined };
-}
+const api = (path: string, call?: ApiCall) => callApi(service.url, path, call);
 
 async function signedIn() {
   const email = `wp-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}@example.com`;

@@ -423,7 +423,7 @@ describe("series", () => {
     expect(week.json.total).toBe(week.json.series.reduce((n: number, b: { transactions: number }) => n + b.transactions, 0));
     // transactions_today is the counter of the latest stored sample.
     const [latest] = await runInDurableObject(hub(siteId), (_i, state) => state.storage.sql.exec<{ transaction_count: number }>(
-      "SELECT transaction_count FROM metrics_history WHERE device_id = ? AND transaction_count IS NOT NULL ORDER BY recorded_at DESC, id DESC LIMIT 1", d.device_id).toArray());
+      "SELECT transaction_count FROM metrics_history WHERE device_id = ? AND transaction_count IS NOT NULL ORDER BY recorded_at DESC, seq DESC LIMIT 1", d.device_id).toArray());
     expect(week.json.transactions_today).toBe(latest.transaction_count);
 
     const day = await call(`/api/v1/agents/${d.device_id}/errors?period=1d`, { token: owner.token });

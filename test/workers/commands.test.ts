@@ -5,6 +5,8 @@ import * as schema from "../../src/db/schema";
 import { call, createSite, db, eventually, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, registerDevice, siteWithOperator } from "./device-helpers";
 import { agentRow, setAgent } from "./agents-helpers";
+import { installClock, type ManualClock } from "./clock";
+import { LEASE_MS } from "../../durable-objects/commands";
 import {
   ack, alarmAt, auditOfType, commandAudit, flushHub, hub, hubSql, liveEvents, poll, queueCommand, report, runAlarm, runCron,
 } from "./commands-helpers";
@@ -28,9 +30,8 @@ const isWaiting = (siteId: string, deviceId: string) =>
     return (waiters.get(deviceId)?.size ?? 0) > 0;
   });
 
-/** Moves a delivered command's lease into the past, as if 60 s went by without an ack. */
-const lapseLease = (siteId: string, commandId: string) =>
-  hubSql(siteId, "UPDATE commands SET lease_until_ms = ? WHERE command_id = ?", Date.now() - 1, commandId);
+/** A delivered command's lease runs out: its hub's clock moves past the lease without an ack. */
+const lapseLease = (clock: ManualClock) => clock.advance(LEASE_MS + 1);
 
 describe("command queue: the device round trip", () => {
   it("queues, delivers on poll, acknowledges and records the result over HTTP, auditing and publishing each step", async () => {
@@ -142,11 +143,12 @@ describe("command queue: the device round trip", () => {
 describe("command queue: leases, redelivery and expiry", () => {
   it("delivers the same command again after an unacknowledged lease", async () => {
     const { owner, siteId, device } = await setup();
+    const clock = await installClock(siteId);
     const { command_id } = (await queueCommand(owner.token, device.device_id, { command_type: "restart" })).json;
     expect((await poll(device)).json.commands[0].attempts).toBe(1);
     expect((await poll(device)).json.commands).toEqual([]);
 
-    await lapseLease(siteId, command_id);
+    lapseLease(clock);
     expect(await runAlarm(siteId)).toBe(true);
     const read = await call(`/api/v1/commands/${command_id}`, { token: owner.token });
     expect(read.json).toMatchObject({ status: "pending", attempts: 1 });
@@ -161,11 +163,12 @@ describe("command queue: leases, redelivery and expiry", () => {
 
   it("expires a command instead of delivering it a sixth time", async () => {
     const { owner, siteId, device } = await setup();
+    const clock = await installClock(siteId);
     const { command_id } = (await queueCommand(owner.token, device.device_id, { command_type: "shutdown" })).json;
     for (let delivery = 1; delivery <= 5; delivery++) {
       const polled = await poll(device);
       expect(polled.json.commands.map((c: { command_id: string; attempts: number }) => [c.command_id, c.attempts])).toEqual([[command_id, delivery]]);
-      await lapseLease(siteId, command_id);
+      lapseLease(clock);
     }
     // The sixth poll finds the fifth lease lapsed: the command expires and is not handed out.
     expect((await poll(device)).json.commands).toEqual([]);
@@ -186,11 +189,12 @@ describe("command queue: leases, redelivery and expiry", () => {
 
   it("expires open commands past their TTL through the hub's alarm, and leaves an idle site without an alarm", async () => {
     const { owner, siteId, device } = await setup();
+    const clock = await installClock(siteId);
     const queued = await queueCommand(owner.token, device.device_id, { command_type: "ping", ttl_seconds: 120 });
     expect(Date.parse(queued.json.expires_at) - Date.parse(queued.json.created_at)).toBe(120_000);
     const { command_id } = queued.json;
     expect(await alarmAt(siteId)).not.toBeNull();
-    await hubSql(siteId, "UPDATE commands SET expires_ms = ? WHERE command_id = ?", Date.now() - 1, command_id);
+    clock.advance(120_001);
     await runAlarm(siteId);
     const read = await call(`/api/v1/commands/${command_id}`, { token: owner.token });
     expect(read.json.status).toBe("expired");

@@ -7,6 +7,7 @@ import * as schema from "../../src/db/schema";
 import { call, db, eventually, grantSiteRole, signup, unique } from "./helpers";
 import { deviceHeaders, heartbeat, registerDevice, siteWithOperator, telemetry } from "./device-helpers";
 import { flushHub } from "./commands-helpers";
+import { installClock } from "./clock";
 import type { SiteHub } from "../../durable-objects/site-hub";
 
 /**
@@ -207,6 +208,7 @@ describe("presence", () => {
   it("turns a device online on heartbeat and offline through the hub's alarm, recording it once", async () => {
     const { owner, siteId } = await siteWithOperator();
     const d = await registerDevice(owner.token, siteId);
+    const clock = await installClock(siteId);
     const hb = await heartbeat(d.device_id, d.api_key, { heartbeat_interval_s: 10, timestamp: "2001-01-01T00:00:00" });
     expect(hb.json).toMatchObject({ status: "ok", device_status: "online", next_heartbeat_s: 10 });
     const online = await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get();
@@ -220,10 +222,8 @@ describe("presence", () => {
     expect(await runDurableObjectAlarm(hub(siteId))).toBe(true);
     expect((await db().select().from(schema.devices).where(eq(schema.devices.deviceId, d.device_id)).get())!.status).toBe("online");
 
-    // Move the last heartbeat 31 s into the past, then let the alarm run (twice: the second finds nothing new).
-    await runInDurableObject(hub(siteId), (_instance, state) => {
-      state.storage.sql.exec("UPDATE presence SET last_seen_ms = last_seen_ms - 31000 WHERE device_id = ?", d.device_id);
-    });
+    // 31 s without a heartbeat, then the alarm runs (twice: the second finds nothing new).
+    clock.advance(31_000);
     await parkAlarm(siteId);
     expect(await runDurableObjectAlarm(hub(siteId))).toBe(true);
     await parkAlarm(siteId);

@@ -87,11 +87,12 @@ export async function login(user: { email: string; password: string }) {
 }
 
 /**
- * Gives `user` a role on a site the way an owner does: an e-mail invitation, applied when the user
- * next logs in. The user's earlier tokens keep working (roles are read on every request).
+ * Gives `user` a role on a site the way an owner does: an e-mail invitation, whose code the user
+ * accepts. The user's tokens keep working (roles are read on every request).
  */
 export async function grantSiteRole(ownerToken: string, siteId: string, user: { email: string; password: string }, role: string) {
   const res = await call(`/api/v1/sites/${siteId}/members`, { method: "POST", token: ownerToken, body: { email: user.email, role } });
   if (res.status !== 202) throw new Error(`invitation failed: ${res.status} ${res.text}`);
-  await login(user);
+  const accepted = await call("/api/v1/invitations/accept", { method: "POST", token: await login(user), body: { invitation_code: res.json.invitation_code } });
+  if (accepted.status !== 200) throw new Error(`accepting the invitation failed: ${accepted.status} ${accepted.text}`);
 }

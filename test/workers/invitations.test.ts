@@ -11,6 +11,7 @@ const siteRole = async (siteId: string, userId: number) =>
   (await db().select().from(schema.siteMemberships)
     .where(and(eq(schema.siteMemberships.siteId, siteId), eq(schema.siteMemberships.userId, userId))).get())?.role;
 const nobody = () => `${unique("nobody")}@example.com`;
+const accept = (token: string, code: string) => call("/api/v1/invitations/accept", { method: "POST", token, body: { invitation_code: code } });
 
 describe("site members by e-mail are invitations", () => {
   it("answers the same whether or not an account has the address, and changes nothing yet", async () => {
@@ -24,63 +25,117 @@ describe("site members by e-mail are invitations", () => {
     expect(Object.keys(known.json).sort()).toEqual(Object.keys(unknown.json).sort());
     expect(known.json).toEqual({
       invitation_id: expect.any(String), email: existing.email, role: "viewer", invited_by: owner.id,
-      created_at: expect.stringMatching(/Z$/), expires_at: expect.stringMatching(/Z$/),
+      created_at: expect.stringMatching(/Z$/), expires_at: expect.stringMatching(/Z$/), invitation_code: expect.stringMatching(/^inv_[\w-]{43}$/),
     });
+    expect(known.json.invitation_code).not.toBe(unknown.json.invitation_code);
     expect(JSON.stringify(known.json)).not.toContain(`"user_id"`);
-    // Not applied until that account logs in: no access, not a member.
+    // Nothing changes until the invitee accepts: no access, not a member.
     expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(404);
     expect((await call(members(siteId), { token: owner.token })).json.members.map((m: { user_id: number }) => m.user_id)).toEqual([owner.id]);
+    // The code is kept only as a digest, and never listed again.
+    const stored = await db().select().from(schema.invitations).where(eq(schema.invitations.invitationId, known.json.invitation_id)).get();
+    expect(stored?.codeDigest).toMatch(/^[0-9a-f]{64}$/);
+    expect(JSON.stringify(stored)).not.toContain(known.json.invitation_code);
+    expect(JSON.stringify((await call(invitations(siteId), { token: owner.token })).json)).not.toContain(known.json.invitation_code);
   });
 
-  it("applies when that address signs up, compared case-insensitively", async () => {
+  it("are not collected by whoever signs up or logs in with the address first: the address alone grants nothing", async () => {
+    const owner = await signup();
+    const existing = await signup();
+    const siteId = await createSite(owner.token);
+    const address = nobody();
+    expect((await add(owner.token, siteId, { email: address, role: "operator" })).status).toBe(202);
+    expect((await add(owner.token, siteId, { email: existing.email, role: "operator" })).status).toBe(202);
+    const squatter = await signup({ email: address });
+    await login(existing);
+    for (const who of [squatter, existing]) {
+      expect((await call(`/api/v1/sites/${siteId}`, { token: who.token })).status).toBe(404);
+      expect(await siteRole(siteId, who.id)).toBeUndefined();
+    }
+    expect((await call(invitations(siteId), { token: owner.token })).json.invitations).toHaveLength(2);
+  });
+
+  it("are accepted with the code, once, from an account with the invited address, compared case-insensitively", async () => {
     const owner = await signup();
     const siteId = await createSite(owner.token);
     const address = `${unique("New")}@Example.COM`;
-    expect((await add(owner.token, siteId, { email: address, role: "operator" })).status).toBe(202);
+    const invited = await add(owner.token, siteId, { email: address, role: "operator" });
+    expect(invited.status).toBe(202);
     const newcomer = await signup({ email: address.toLowerCase() });
+
+    const accepted = await accept(newcomer.token, invited.json.invitation_code);
+    expect(accepted.status, accepted.text).toBe(200);
+    expect(accepted.json).toEqual({ invitation_id: invited.json.invitation_id, scope: "site", site_id: siteId, tenant_id: null, role: "operator" });
     expect((await call(`/api/v1/sites/${siteId}`, { token: newcomer.token })).status).toBe(200);
     expect(await siteRole(siteId, newcomer.id)).toBe("operator");
     expect((await call(invitations(siteId), { token: owner.token })).json.invitations).toEqual([]);
     const audit = await db().select().from(schema.auditLogs)
       .where(and(eq(schema.auditLogs.eventType, "site_member_added"), eq(schema.auditLogs.siteId, siteId))).all();
     expect(audit).toHaveLength(1);
-    expect(audit[0]).toMatchObject({ userId: owner.id, eventMetadata: { member_user_id: newcomer.id, role: "operator" } });
+    expect(audit[0]).toMatchObject({ userId: owner.id, eventMetadata: { member_user_id: newcomer.id, role: "operator", accepted_with: "code" } });
+
+    // Used: a second accept finds nothing.
+    expect((await accept(newcomer.token, invited.json.invitation_code)).status).toBe(404);
   });
 
-  it("applies to an existing account at its next login, and never lowers a role it already has", async () => {
+  it("refuses the code from an account with another address (403), and unknown or voided codes (404), changing nothing", async () => {
+    const owner = await signup();
+    const other = await signup();
+    const siteId = await createSite(owner.token);
+    const address = nobody();
+    const first = await add(owner.token, siteId, { email: address, role: "viewer" });
+    const forwarded = await accept(other.token, first.json.invitation_code);
+    expect(forwarded.status).toBe(403);
+    expect(forwarded.json.detail).toMatch(/another e-mail address/);
+    expect(await siteRole(siteId, other.id)).toBeUndefined();
+
+    // Inviting the address again voids the first code.
+    const second = await add(owner.token, siteId, { email: address, role: "operator" });
+    const invitee = await signup({ email: address });
+    for (const code of [first.json.invitation_code, "inv_not-a-real-code", "not even the shape"]) {
+      const refused = await accept(invitee.token, code);
+      expect(refused.status, code).toBe(404);
+      expect(refused.json).toEqual({ detail: expect.stringMatching(/Invitation not found/) });
+    }
+    expect(await siteRole(siteId, invitee.id)).toBeUndefined();
+    expect((await accept(invitee.token, second.json.invitation_code)).status).toBe(200);
+    expect(await siteRole(siteId, invitee.id)).toBe("operator");
+
+    expect((await call("/api/v1/invitations/accept", { method: "POST", body: { invitation_code: second.json.invitation_code } })).status).toBe(401);
+    expect((await call("/api/v1/invitations/accept", { method: "POST", token: invitee.token, body: {} })).status).toBe(422);
+  });
+
+  it("never lower a role the account already has", async () => {
     const owner = await signup();
     const existing = await signup();
     const siteId = await createSite(owner.token);
-    await add(owner.token, siteId, { email: existing.email.toUpperCase(), role: "operator" });
-    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(404);
-    await login(existing);
-    expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(200);
-    expect(await siteRole(siteId, existing.id)).toBe("operator");
-
-    await add(owner.token, siteId, { email: existing.email, role: "viewer" });
-    await login(existing);
+    await grantSiteRole(owner.token, siteId, existing, "operator");
+    const invited = await add(owner.token, siteId, { email: existing.email.toUpperCase(), role: "viewer" });
+    const accepted = await accept(existing.token, invited.json.invitation_code);
+    expect(accepted.status).toBe(200);
     expect(await siteRole(siteId, existing.id)).toBe("operator");
   });
 
-  it("is not applied once expired", async () => {
+  it("cannot be accepted once expired", async () => {
     const owner = await signup();
     const siteId = await createSite(owner.token);
     const address = nobody();
-    await add(owner.token, siteId, { email: address, role: "viewer" });
+    const invited = await add(owner.token, siteId, { email: address, role: "viewer" });
+    const invitee = await signup({ email: address });
     const clock = installWorkerClock();
     try {
       clock.advance(7 * 24 * 3_600_000 + 1_000);
-      // A week later the owner's old token is long expired: they sign in again.
+      // A week later the old tokens are long expired: both sign in again.
       const ownerToken = await login(owner);
       const pending = await call(invitations(siteId), { token: ownerToken });
       expect(pending.status, pending.text).toBe(200);
       expect(pending.json.invitations).toEqual([]);
-      const late = await signup({ email: address });
-      expect((await call(`/api/v1/sites/${siteId}`, { token: late.token })).status).toBe(404);
+      const late = await accept(await login(invitee), invited.json.invitation_code);
+      expect(late.status).toBe(404);
+      expect(await siteRole(siteId, invitee.id)).toBeUndefined();
     } finally {
       clock.restore();
     }
-    expect(await db().select().from(schema.invitations).where(eq(schema.invitations.email, address)).all()).toEqual([]);
   });
 });
 
@@ -107,6 +162,7 @@ describe("pending invitations", () => {
     expect((await call(`${invitations(siteId)}/${a.json.invitation_id}`, { method: "DELETE", token: owner.token })).status).toBe(404);
     expect((await call(invitations(siteId), { token: owner.token })).json.invitations.map((i: { email: string }) => i.email)).toEqual([second]);
     const late = await signup({ email: first });
+    expect((await accept(late.token, a.json.invitation_code)).status).toBe(404);
     expect((await call(`/api/v1/sites/${siteId}`, { token: late.token })).status).toBe(404);
   });
 });
@@ -194,7 +250,8 @@ describe("tenant members", () => {
     expect(byId.json).toEqual(byMissingId.json);
 
     expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(404);
-    await login(existing);
+    const joined = await accept(existing.token, known.json.invitation_code);
+    expect(joined.json).toMatchObject({ scope: "tenant", tenant_id: tenantId, site_id: null, role: "viewer" });
     expect((await call(`/api/v1/sites/${siteId}`, { token: existing.token })).status).toBe(200);
 
     const forMember = (await call(tenantMembers, { token: existing.token })).json.members;

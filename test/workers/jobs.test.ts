@@ -4,6 +4,7 @@ import * as schema from "../../src/db/schema";
 import { call, createSite, db, grantSiteRole, signup, unique } from "./helpers";
 import { registerDevice, siteWithOperator } from "./device-helpers";
 import { auditOfType, flushHub, hubSql, liveEvents, poll, report, runAlarm, runCron } from "./commands-helpers";
+import { installClock } from "./clock";
 
 type User = Awaited<ReturnType<typeof signup>>;
 
@@ -154,6 +155,7 @@ describe("jobs: the lifecycle", () => {
   it("times out at its deadline and cancels what is still open", async () => {
     const { owner, siteId } = await siteWithOperator();
     const real = await registerDevice(owner.token, siteId, { device_id: unique("POS-") });
+    const clock = await installClock(siteId);
     const res = await createJob(owner.token, siteId, { action: "UPDATE_CONFIG", deadline_s: 60, config_version: "7.1" });
     const jobId = res.json.job_id;
     const sent = await sentByHub(owner.token, siteId, jobId);
@@ -161,7 +163,8 @@ describe("jobs: the lifecycle", () => {
     expect(sent.config_version).toBe("7.1");
     const commandId = sent.executions[0].command_id;
 
-    await hubSql(siteId, "UPDATE job_runs SET deadline_ms = ? WHERE job_id = ?", Date.now() - 1, jobId);
+    // Past the deadline, which the Worker set from its own clock when it created the job.
+    clock.advance(65_000);
     await runAlarm(siteId);
     const job = await getJob(owner.token, jobId);
     expect(job.status).toBe("timeout");

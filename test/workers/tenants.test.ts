@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import * as schema from "../../src/db/schema";
-import { admin, call, db, login, signup, unique } from "./helpers";
+import { admin, call, db, signup, unique } from "./helpers";
 
 const createTenant = (token: string | undefined, body: Record<string, unknown>) =>
   call("/api/v1/tenants", { method: "POST", token, body });
@@ -61,8 +61,10 @@ describe("tenants", () => {
     const first = await add(a.token, { user_id: owner.id, role: "owner" });
     expect(first.status).toBe(201);
     expect(first.json).toMatchObject({ user_id: owner.id, email: owner.email, role: "owner" });
-    expect((await add(owner.token, { email: viewer.email, role: "viewer" })).status).toBe(202);
-    await login(viewer);
+    const invited = await add(owner.token, { email: viewer.email, role: "viewer" });
+    expect(invited.status).toBe(202);
+    const accepted = await call("/api/v1/invitations/accept", { method: "POST", token: viewer.token, body: { invitation_code: invited.json.invitation_code } });
+    expect(accepted.status).toBe(200);
     expect((await add(viewer.token, { user_id: stranger.id, role: "viewer" })).status).toBe(403);
     const hidden = { detail: `Tenant with ID '${tenantId}' not found` };
     const selfGrant = await add(stranger.token, { user_id: stranger.id, role: "owner" });

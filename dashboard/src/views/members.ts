@@ -35,7 +35,8 @@ export async function membersView(main: HTMLElement, session: Session, siteId: s
     return select;
   };
 
-  const parts: (Node | null)[] = [h("p", { class: "muted" }, "Site ", link(`${BASE}/site?site_id=${enc(siteId)}`, siteId), ` · your role: ${role}`)];
+  const code = h("div", { class: "secret", id: "invitation-code", role: "status", hidden: true });
+  const parts: (Node | null)[] = [h("p", { class: "muted" }, "Site ", link(`${BASE}/site?site_id=${enc(siteId)}`, siteId), ` · your role: ${role}`), code];
   if (own) {
     const email = h("input", { id: "invite-email", type: "email", required: true });
     const inviteRole = h("select", { id: "invite-role" }, ROLES.map((r) => h("option", { value: r }, r)));
@@ -46,8 +47,14 @@ export async function membersView(main: HTMLElement, session: Session, siteId: s
       h("button", { type: "submit" }, "Invite"));
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      if (await perform(() => api(`/api/v1/sites/${enc(siteId)}/members`, { method: "POST", body: { email: email.value, role: inviteRole.value } }),
-        `${email.value} invited as ${inviteRole.value}: the role applies when they sign up or sign in`)) { email.value = ""; await draw(); }
+      const invitee = email.value;
+      const ok = await perform(async () => {
+        const invited = await api<{ invitation_code: string }>(`/api/v1/sites/${enc(siteId)}/members`, { method: "POST", body: { email: invitee, role: inviteRole.value } });
+        replace(code, `Invitation code for ${invitee} (shown once; send it to them: they accept it under "Accept an invitation" on the Sites page, signed in with that address): `,
+          h("code", {}, invited.invitation_code));
+        code.hidden = false;
+      }, `${invitee} invited as ${inviteRole.value}: the role applies once they accept the code`);
+      if (ok) { email.value = ""; await draw(); }
     });
     parts.push(form);
   }

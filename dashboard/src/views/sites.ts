@@ -15,7 +15,23 @@ export async function sitesView(main: HTMLElement, signal: AbortSignal) {
     h("label", { for: "new-site-name" }, "Name"), name,
     h("label", { for: "new-site-id" }, "Site id (optional)"), siteId,
     h("button", { type: "submit" }, "Create site"));
-  heading(main, "Sites", list, create);
+  const invitationCode = h("input", { id: "invitation-code-input", required: true, maxlength: 200, autocomplete: "off" });
+  const accept = h("form", { class: "card inline-form", "aria-labelledby": "accept-invitation-title" },
+    h("h2", { id: "accept-invitation-title" }, "Accept an invitation"),
+    h("label", { for: "invitation-code-input" }, "Invitation code"), invitationCode,
+    h("button", { type: "submit" }, "Accept"));
+  heading(main, "Sites", list, create, accept);
+
+  accept.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    let joined: { site_id: string | null; tenant_id: string | null; role: string } | undefined;
+    const ok = await perform(async () => {
+      joined = await api<{ site_id: string | null; tenant_id: string | null; role: string }>("/api/v1/invitations/accept", { method: "POST", body: { invitation_code: invitationCode.value.trim() } });
+    }, "Invitation accepted");
+    if (!ok || !joined) return;
+    invitationCode.value = "";
+    navigate(joined.site_id ? `${BASE}/site?site_id=${enc(joined.site_id)}` : `${BASE}/sites`);
+  });
 
   create.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -34,7 +50,7 @@ export async function sitesView(main: HTMLElement, signal: AbortSignal) {
     return;
   }
   if (sites.length === 0) {
-    replace(list, h("p", { class: "empty" }, "No sites yet: create one below, or ask a site's owner to add you as a member."));
+    replace(list, h("p", { class: "empty" }, "No sites yet: create one below, or ask a site's owner to invite you and accept their code below."));
     return;
   }
 

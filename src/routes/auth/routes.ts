@@ -6,7 +6,6 @@ import { THROTTLING_DESCRIPTION, apiRoute, jsonBody, jsonResponse, newRouter } f
 import { notFound, unauthorized } from "../../lib/errors";
 import { ACCESS_TOKEN_COOKIE } from "../../middleware/auth";
 import { recordAudit } from "../../services/audit";
-import { acceptInvitations } from "../../services/invitations";
 import { issueAccessToken } from "../../services/tokens";
 import { LOGIN_STATE_COOKIE, LOGIN_STATE_TTL_S, completeLogin, oidcConfigured, startLogin } from "../../services/oidc";
 import { assertCookieOrigin } from "../../middleware/cookie-origin";
@@ -37,7 +36,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Create an account",
-    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. Site and tenant invitations waiting for this e-mail address (compared case-insensitively) are applied. Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.",
+    description: "Creates a regular user. `role` is accepted but never grants administrator rights: administrators are made with `npm run create-admin`. The username defaults to the e-mail's local part. The address is not verified, so invitations waiting for it are not applied: the invitee accepts each with its code (`POST /api/v1/invitations/accept`). Signups are limited per client address (10 a minute); beyond that they answer 429 with Retry-After.",
     request: jsonBody(s.SignupBody),
     responses: { 201: jsonResponse(s.SignupResponse, "Account created") },
     errors: [400, 429],
@@ -47,7 +46,6 @@ authRoutes.openapi(
     await limitSignups(c.env, clientOfRequest(c.req.raw));
     const user = await createUser(c.var.db, { email: body.email, password: body.password, username: body.username, fullName: body.full_name });
     await recordAudit(c.var.db, { eventType: "user_created", description: `User ${user.email} signed up`, userId: user.id, request: c.req.raw });
-    await acceptInvitations(c.var.db, user, c.req.raw);
     const accessToken = await issueAccessToken(c.var.config, user);
     return c.json({ success: true, message: "User created successfully", data: { access_token: accessToken } }, 201);
   },
@@ -60,7 +58,7 @@ authRoutes.openapi(
     auth: "none",
     tags: ["Auth"],
     summary: "Log in with e-mail and password",
-    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. A successful login applies the site and tenant invitations waiting for the account's e-mail address. Failed logins are counted per e-mail address (known or not) and per client address: " + THROTTLING_DESCRIPTION,
+    description: "Returns a bearer token and sets it as the httpOnly `access_token` cookie. Every try is audited as `login_attempt` before its outcome (`login_success` or `login_failed`). An unknown e-mail and a wrong password answer the same 401 and take the same time. Failed logins are counted per e-mail address (known or not) and per client address: " + THROTTLING_DESCRIPTION,
     request: jsonBody(s.LoginBody),
     responses: { 200: jsonResponse(s.LoginResponse, "Logged in") },
     errors: [401, 429],
@@ -72,7 +70,6 @@ authRoutes.openapi(
     const user = await verifyLogin(c.env, db, email, password, c.req.raw);
     const accessToken = await issueAccessToken(c.var.config, user);
     await recordAudit(db, { eventType: "login_success", description: `User ${user.email} logged in`, userId: user.id, metadata: { user_id: user.id }, request: c.req.raw });
-    await acceptInvitations(db, user, c.req.raw);
     setAccessTokenCookie(c, accessToken);
     return c.json({
       success: true,

@@ -1,9 +1,8 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { deviceBodyLimit } from "../../middleware/body-limits";
 import { grantedDevice } from "../../middleware/access";
-import { ensureOwnDevice } from "../../services/devices";
 import {
-  ackPush, admitDeviceCall, listConfigHistory, listDeviceLogs, pendingPushes, recordConfigChange, recordDeviceAuditEvent,
+  ackPush, admitDeviceCall, admitOwnDeviceCall, listConfigHistory, listDeviceLogs, pendingPushes, recordConfigChange, recordDeviceAuditEvent,
   recordDeviceLog, toConfigChange, toPendingPush,
 } from "../../services/device-reports";
 import * as s from "./reports-schema";
@@ -29,8 +28,7 @@ export function deviceReportRoutes() {
     async (c) => {
       const device = c.var.device!;
       const body = c.req.valid("json");
-      ensureOwnDevice(device.deviceId, body.device_id);
-      await admitDeviceCall(c.env, device);
+      await admitOwnDeviceCall(c.env, device, body.device_id);
       return c.json({ status: "success" as const, message: "Log stored", data: await recordDeviceLog(c.var.db, device, body) }, 200);
     },
   );
@@ -46,8 +44,7 @@ export function deviceReportRoutes() {
     }),
     async (c) => {
       const device = c.var.device!;
-      ensureOwnDevice(device.deviceId, c.req.valid("param").device_id);
-      await admitDeviceCall(c.env, device);
+      await admitOwnDeviceCall(c.env, device, c.req.valid("param").device_id);
       const lines = await listDeviceLogs(c.var.db, device.deviceId, c.req.valid("query").limit);
       return c.json({ status: "success" as const, message: "Device logs fetched", data: lines }, 200);
     },
@@ -65,8 +62,7 @@ export function deviceReportRoutes() {
     async (c) => {
       const device = c.var.device!;
       const body = c.req.valid("json");
-      ensureOwnDevice(device.deviceId, body.device_id);
-      await admitDeviceCall(c.env, device);
+      await admitOwnDeviceCall(c.env, device, body.device_id);
       return c.json({ status: "success" as const, message: "Audit event stored", data: await recordDeviceAuditEvent(c.var.db, device, body, c.req.raw) }, 200);
     },
   );
@@ -83,8 +79,7 @@ export function deviceReportRoutes() {
     async (c) => {
       const device = c.var.device!;
       const body = c.req.valid("json");
-      ensureOwnDevice(device.deviceId, body.device_id);
-      await admitDeviceCall(c.env, device);
+      await admitOwnDeviceCall(c.env, device, body.device_id);
       const row = await recordConfigChange(c.var.db, device, body);
       return c.json({ status: "success" as const, message: "Push history record stored", data: toConfigChange(row) }, 200);
     },
@@ -147,8 +142,7 @@ export function devicePushPollRoutes() {
     async (c) => {
       const device = c.var.device!;
       const body = c.req.valid("json");
-      ensureOwnDevice(device.deviceId, body.device_id);
-      await admitDeviceCall(c.env, device);
+      await admitOwnDeviceCall(c.env, device, body.device_id);
       const command = await ackPush(c.env, device, body);
       return c.json({ status: "acknowledged" as const, message_id: command.command_id, delivery: command.status === "completed" ? "completed" as const : "failed" as const }, 200);
     },

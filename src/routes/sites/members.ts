@@ -1,6 +1,6 @@
 import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import { grantedSite } from "../../middleware/access";
-import { pendingInvitations, revokeInvitation, toInvitation } from "../../services/invitations";
+import { pendingInvitations, revokeInvitation, toInvitation, toIssuedInvitation } from "../../services/invitations";
 import { addSiteMember, listMembers, removeMemberFromSite } from "../../services/sites";
 import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
 import * as s from "./schema";
@@ -40,21 +40,21 @@ siteMemberRoutes.openapi(
     tags: TAGS,
     summary: "Invite someone by e-mail, or set a member's role (owner)",
     description: [
-      "By `email`: an invitation (202). The answer is the same whether or not an account has that address, and nothing changes until one does: the invitation is applied when an account with that address (compared case-insensitively) signs up or next logs in, within 7 days. It grants at least `role` and never lowers a role the user already has. Inviting the same address again replaces the role and restarts the 7 days. Pending invitations are listed and revoked under `…/invitations`.",
+      "By `email`: an invitation (202). The answer is the same whether or not an account has that address, and nothing changes until the invitee accepts: the answer carries an `invitation_code`, shown this once, to give to the invitee, who accepts with `POST /api/v1/invitations/accept` from an account with that address (compared case-insensitively) within 7 days. The service does not verify the addresses of password accounts, so the address alone collects nothing; an address an OpenID Connect provider verified collects its invitations at sign-in. It grants at least `role` and never lowers a role the user already has. Inviting the same address again replaces the role, restarts the 7 days and voids the earlier code. Pending invitations are listed and revoked under `…/invitations`.",
       "By `user_id` (201): administrators add any user; an owner may only change the role of a user who is already a member of the site (anything else is 403, whether or not the user exists). Demoting the site's last owner is refused (400).",
       "A lowered role takes effect on the member's open live connections at once.",
     ].join("\n\n"),
     request: { params: s.SiteParams, ...jsonBody(s.AddMemberBody) },
     responses: {
       201: jsonResponse(s.Member, "Membership (by user_id)"),
-      202: jsonResponse(s.Invitation, "Invitation stored (by email)"),
+      202: jsonResponse(s.InvitationIssued, "Invitation stored, with its code (by email)"),
     },
     errors: [403, 404],
   }),
   async (c) => {
     const { site_id } = c.req.valid("param");
     const added = await addSiteMember(c.var.db, c.env, c.var.user!, site_id, c.req.valid("json"), c.req.raw);
-    if (added.invitation) return c.json(toInvitation(added.invitation), 202);
+    if (added.invitation) return c.json(toIssuedInvitation(added.invitation), 202);
     return c.json(added.member, 201);
   },
 );

@@ -77,12 +77,20 @@ export const Invitation = z
   .object({
     invitation_id: z.string(),
     email: z.string().openapi({ description: "As invited, in lower case" }),
-    role: RoleSchema.openapi({ description: "Granted at least this role when applied (an invitation never lowers a role)" }),
+    role: RoleSchema.openapi({ description: "Granted at least this role when accepted (an invitation never lowers a role)" }),
     invited_by: z.number().int().nullable(),
     created_at: z.string(),
-    expires_at: z.string().openapi({ description: "Not applied after this (7 days after the last invitation of this address)" }),
+    expires_at: z.string().openapi({ description: "Not accepted after this (7 days after the last invitation of this address)" }),
   })
   .openapi("Invitation");
+
+export const InvitationIssued = Invitation
+  .extend({
+    invitation_code: z.string().openapi({
+      description: "Shown this once and stored only as a digest: give it to the invitee, who accepts with `POST /api/v1/invitations/accept` from an account with the invited address. Inviting the address again issues a new code and voids this one.",
+    }),
+  })
+  .openapi("InvitationIssued");
 
 export const InvitationList = z.object({ invitations: z.array(Invitation) }).openapi("InvitationList");
 

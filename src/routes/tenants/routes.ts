@@ -4,12 +4,12 @@ import { apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
 import type { AppEnv } from "../../env";
 import type { Context } from "hono";
 import { recordAudit } from "../../services/audit";
-import { pendingInvitations, revokeInvitation, toInvitation } from "../../services/invitations";
+import { pendingInvitations, revokeInvitation, toInvitation, toIssuedInvitation } from "../../services/invitations";
 import {
   addTenantMember, createTenant, listTenantMembers, listTenants, removeMemberFromTenant,
 } from "../../services/tenants";
 import { LIVE_REVOKED_CLOSE_CODE } from "../../shared/hub-contract";
-import { AddMemberBody, Invitation, InvitationList, Member, MemberList } from "../sites/schema";
+import { AddMemberBody, Invitation, InvitationIssued, InvitationList, Member, MemberList } from "../sites/schema";
 import { authorizeTenant } from "../../services/access";
 
 const TAGS = ["Tenants"];
@@ -81,13 +81,13 @@ tenantRoutes.openapi(
     method: "post", path: "/{tenant_id}/members", auth: "user", tags: TAGS, summary: "Invite someone to a tenant role by e-mail, or set a member's tenant role (tenant owner or administrator)",
     description: [
       "The role applies to every site of the tenant.",
-      "By `email`: an invitation (202), answered the same whether or not an account has that address, applied when an account with it signs up or next logs in (within 7 days); it grants at least `role`, never less than the user has. By `user_id` (201): administrators add any user; a tenant owner may only change the role of an existing tenant member (anything else is 403, whether or not the user exists).",
+      "By `email`: an invitation (202), answered the same whether or not an account has that address, with an `invitation_code` shown this once: the invitee accepts it with `POST /api/v1/invitations/accept` from an account with that address within 7 days (an address an OpenID Connect provider verified collects it at sign-in). It grants at least `role`, never less than the user has. By `user_id` (201): administrators add any user; a tenant owner may only change the role of an existing tenant member (anything else is 403, whether or not the user exists).",
       "A lowered role takes effect on the member's open live connections to the tenant's sites at once.",
     ].join("\n\n"),
     request: { params: TenantParams, ...jsonBody(AddMemberBody) },
     responses: {
       201: jsonResponse(Member, "Membership (by user_id)"),
-      202: jsonResponse(Invitation, "Invitation stored (by email)"),
+      202: jsonResponse(InvitationIssued, "Invitation stored, with its code (by email)"),
     },
     errors: [403, 404],
   }),
@@ -95,7 +95,7 @@ tenantRoutes.openapi(
     const { tenant_id } = c.req.valid("param");
     await requireTenantOwner(c, tenant_id);
     const added = await addTenantMember(c.var.db, c.env, c.var.user!, tenant_id, c.req.valid("json"), c.req.raw);
-    if (added.invitation) return c.json(toInvitation(added.invitation), 202);
+    if (added.invitation) return c.json(toIssuedInvitation(added.invitation), 202);
     return c.json(added.member, 201);
   },
 );
