@@ -152,6 +152,7 @@ export async function acceptInvitationByCode(db: Db, user: Pick<AuthUser, "id" |
     db.delete(invitations).where(eq(invitations.invitationId, found.invitationId)),
     ...applyStatements(db, found, user.id, request, "code"),
   ]);
+  forgetCachedSiteAccess();
   return found;
 }
 
