@@ -61,6 +61,54 @@ export async function load(name, options, { success = 200 } = {}) {
 }
 
 /**
+ * An open-loop run at a fixed rate: request i is due at start + i / rate, sent on time whatever the
+ * earlier ones are doing, and its latency counts from when it was due (so a stall is not hidden by
+ * the client waiting it out). autocannon's own rate option is no substitute: it lets each connection
+ * send its whole second's quota at once, so its p99 measures that burst's queue.
+ */
+export async function paced(name, { url, headers = {}, ratePerS, durationS = DURATION_S }, { success = 200 } = {}) {
+  const total = Math.round(ratePerS * durationS);
+  const latencies = [];
+  const byStatus = {};
+  let errors = 0;
+  const inFlight = [];
+  const start = performance.now();
+  let sent = 0;
+  while (sent < total) {
+    const now = performance.now();
+    while (sent < total && start + (sent * 1000) / ratePerS <= now) {
+      const due = start + (sent * 1000) / ratePerS;
+      sent++;
+      inFlight.push(fetch(url, { headers }).then(async (res) => {
+        await res.arrayBuffer();
+        byStatus[res.status] = (byStatus[res.status] ?? 0) + 1;
+        if (res.status === success) latencies.push(performance.now() - due);
+      }, () => { errors++; }));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(inFlight);
+  const seconds = (performance.now() - start) / 1000;
+  const ok = byStatus[success] ?? 0;
+  const notOk = Object.fromEntries(Object.entries(byStatus).filter(([status]) => status !== String(success)));
+  const sorted = latencies.sort((a, b) => a - b);
+  const at = (q) => (sorted.length ? Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]) : 0);
+  return {
+    name,
+    success_status: success,
+    offered_per_s: ratePerS,
+    requests_per_s: Math.round(ok / seconds),
+    p50_ms: at(0.5),
+    p99_ms: at(0.99),
+    total,
+    ok,
+    not_ok: notOk,
+    errors,
+    not_ok_share: total ? +((total - ok) / total).toFixed(4) : 1,
+  };
+}
+
+/**
  * Prints every scenario whose share of answers other than its success status is above
  * MAX_NOT_OK_SHARE, and sets a failing exit code: such a figure measures something else.
  * Returns whether all scenarios passed.

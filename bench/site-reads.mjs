@@ -14,7 +14,7 @@
 import { execSync } from "node:child_process";
 import bcrypt from "bcryptjs";
 import { startService, ROOT } from "../scripts/lib/serve-bundle.mjs";
-import { assertScenarios, CONNECTIONS, DURATION_S, json, load, pool, printTable, startBaseline, writeResults } from "./lib.mjs";
+import { assertScenarios, CONNECTIONS, DURATION_S, json, load, paced, pool, printTable, startBaseline, writeResults } from "./lib.mjs";
 
 /** The original service's site health rate, measured on this machine with 100 devices per site. */
 const ORIGINAL_SITE_HEALTH_RPS = 104;
@@ -82,12 +82,17 @@ try {
   }
 
   // The latency goal is read at the goal's rate, not at saturation: 32 connections kept busy queue
-  // behind one another, so a saturated run's p99 is its queue, whatever one request costs. The bare
-  // Worker at the same offered rate is the floor this runtime and machine put under any route.
-  const paced = { overallRate: SITE_HEALTH_GOAL_RPS };
-  const pacedBaseline = { ...(await load(`baseline at ${SITE_HEALTH_GOAL_RPS} req/s offered`, { url: baseline.url, ...paced })), notes: "latency floor at the goal's rate" };
+  // behind one another, so a saturated run's p99 is its queue, whatever one request costs. The requests
+  // are paced evenly (bench/lib.mjs, paced). The bare Worker at the same rate is the floor this runtime
+  // and machine put under any route.
+  const pacedBaseline = {
+    ...(await paced(`baseline at ${SITE_HEALTH_GOAL_RPS} req/s offered`, { url: baseline.url, ratePerS: SITE_HEALTH_GOAL_RPS })),
+    notes: "latency floor at the goal's rate",
+  };
   const pacedHealth = {
-    ...(await load(`site health, 100-device site, at ${SITE_HEALTH_GOAL_RPS} req/s offered`, { url: `${api}/api/v1/sites/${SITES[0].siteId}/health`, headers: auth, ...paced })),
+    ...(await paced(`site health, 100-device site, at ${SITE_HEALTH_GOAL_RPS} req/s offered`, {
+      url: `${api}/api/v1/sites/${SITES[0].siteId}/health`, headers: auth, ratePerS: SITE_HEALTH_GOAL_RPS,
+    })),
     notes: "the p99 the goal is read from",
   };
   rows.push(pacedBaseline, pacedHealth);

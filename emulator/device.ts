@@ -44,17 +44,20 @@ const jitter = (ms: number) => ms * (0.9 + Math.random() * 0.2);
 const MAX_BACKOFF_MS = 30_000;
 const UPDATE_COMMANDS = new Set(["update", "update_config", "update_firmware", "firmware_update", "config_update", "install_update"]);
 
-/** Sleeps `ms`, or less when `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted || ms <= 0) return Promise.resolve();
+/**
+ * Sleeps `ms`, or less when one of `signals` aborts. Its listeners go when it ends (AbortSignal.any
+ * would leave one on the fleet's signal per sleep until garbage collection).
+ */
+export function sleep(ms: number, ...signals: AbortSignal[]): Promise<void> {
+  if (ms <= 0 || signals.some((s) => s.aborted)) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(done, ms);
     function done() {
       clearTimeout(timer);
-      signal.removeEventListener("abort", done);
+      for (const s of signals) s.removeEventListener("abort", done);
       resolve();
     }
-    signal.addEventListener("abort", done, { once: true });
+    for (const s of signals) s.addEventListener("abort", done, { once: true });
   });
 }
 
@@ -189,7 +192,14 @@ export class EmulatedDevice {
 
   constructor(private readonly options: DeviceOptions) {}
 
-  async run(signal: AbortSignal): Promise<void> {
+  async run(fleetSignal: AbortSignal): Promise<void> {
+    // A stop signal of the device's own, following the fleet's: every call takes one listener on the
+    // signal it is given, and fetch caps a signal it is given at 1,500 listeners, which a thousand
+    // devices sharing one would pass.
+    const own = new AbortController();
+    fleetSignal.addEventListener("abort", () => own.abort(), { once: true });
+    if (fleetSignal.aborted) own.abort();
+    const signal = own.signal;
     const o = this.options;
     this.signal = signal;
     while (!signal.aborted) {
@@ -224,7 +234,7 @@ export class EmulatedDevice {
       const due = Math.min(this.nextBeat, this.nextTelemetry, this.channel ? Infinity : this.nextPoll, this.wantsChannel() ? this.nextChannelAttempt : Infinity);
       if (due > now) {
         this.nap = new AbortController();
-        await sleep(due - now, AbortSignal.any([signal, this.nap.signal]));
+        await sleep(due - now, signal, this.nap.signal);
         continue;
       }
       if (now >= this.nextBeat) await this.heartbeat(signal);

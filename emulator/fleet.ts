@@ -34,9 +34,9 @@ export function startFleet(options: FleetOptions): Fleet {
   const enroller = new Enroller(api, options.siteId, options.enrolment, stats);
   const prefix = options.namePrefix ?? `emu-${Date.now().toString(36)}`;
   const controller = new AbortController();
-  // Every device waits on this one signal, in a sleep and in a call at once: thousands of listeners
-  // are the fleet working as designed, not a leak for Node to warn about.
-  setMaxListeners(Math.max(100, options.devices * 4), controller.signal);
+  // Each device follows this signal with one listener of its own: a thousand of them are the fleet
+  // working as designed, not a leak for Node to warn about.
+  setMaxListeners(Math.max(100, options.devices * 2), controller.signal);
   const devices = Array.from({ length: options.devices }, (_, i) => new EmulatedDevice({
     api, url: options.url, mode: options.mode ?? "http", siteId: options.siteId, name: `${prefix}-${i + 1}`, cadence: options.cadence, enrolment: enroller, stats,
     restartS: options.restartS ?? 5, updateFailureRate: options.updateFailureRate ?? 0.1,
