@@ -2016,7 +2016,7 @@ export interface components {
     AddMemberRequest: {
       /**
        * Format: email
-       * @description Invite this address: applied when an account with it signs up or logs in
+       * @description Invite this address: the answer carries a one-time code the invitee accepts from an account with this address
        */
       email?: string;
       /** @description Administrators: add this user now. Owners: change the role of an existing member */

@@ -66,7 +66,7 @@ export const MemberList = z.object({ members: z.array(Member) }).openapi("Member
 
 export const AddMemberBody = z
   .object({
-    email: z.email().max(254).optional().openapi({ description: "Invite this address: applied when an account with it signs up or logs in" }),
+    email: z.email().max(254).optional().openapi({ description: "Invite this address: the answer carries a one-time code the invitee accepts from an account with this address" }),
     user_id: z.number().int().positive().optional().openapi({ description: "Administrators: add this user now. Owners: change the role of an existing member" }),
     role: RoleSchema,
   })
