@@ -326,13 +326,10 @@ export class SiteHub extends DurableObject<HubBindings> {
     await this.roster.refreshDevice(deviceId);
   }
 
-  /** The site's devices, newest first: the roster with live presence laid over it (no D1 read). */
-  async siteDevices(siteId: string): Promise<RosterDevice[]> {
-    this.bind(siteId);
-    return (await this.currentSiteView()).devices;
-  }
-
-  /** siteDevices serialised: one string crosses to the Worker instead of an object per device. */
+  /**
+   * The site's devices, newest first: the roster with live presence laid over it (no D1 read),
+   * serialised, so one string crosses to the Worker instead of an object per device.
+   */
   async siteDevicesJson(siteId: string): Promise<string> {
     this.bind(siteId);
     const view = await this.currentSiteView();
