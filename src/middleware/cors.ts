@@ -1,6 +1,7 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../env";
 import { ApiError } from "../lib/errors";
+import { editResponseHeaders } from "../lib/response-headers";
 import { readConfig } from "../shared/config";
 
 // What a browser page on a listed origin may send and read. Devices are not browsers: their
@@ -38,9 +39,11 @@ export const cors = createMiddleware<AppEnv>(async (c, next) => {
 
   await next();
   // Whether the answer carries CORS headers depends on Origin: a shared cache must not mix origins.
-  c.header("Vary", "Origin", { append: true });
-  if (!listed) return;
-  c.header("Access-Control-Allow-Origin", origin);
-  c.header("Access-Control-Allow-Credentials", "true");
-  c.header("Access-Control-Expose-Headers", EXPOSED_RESPONSE_HEADERS);
+  editResponseHeaders(c, (headers) => {
+    headers.append("Vary", "Origin");
+    if (!listed) return;
+    headers.set("Access-Control-Allow-Origin", origin);
+    headers.set("Access-Control-Allow-Credentials", "true");
+    headers.set("Access-Control-Expose-Headers", EXPOSED_RESPONSE_HEADERS);
+  });
 });

@@ -1,5 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../env";
+import { editResponseHeaders } from "../lib/response-headers";
 
 const successorLink = (path: string) => `<${path}>; rel="successor-version"`;
 
@@ -15,8 +16,10 @@ const successorLink = (path: string) => `<${path}>; rel="successor-version"`;
 export const deprecatedAlias = (alias: string, successorPrefix: string) =>
   createMiddleware<AppEnv>(async (c, next) => {
     await next();
-    c.header("Deprecation", "true");
-    if (!c.res.headers.has("Link")) c.header("Link", successorLink(successorPrefix + c.req.path.slice(alias.length)));
+    editResponseHeaders(c, (headers) => {
+      headers.set("Deprecation", "true");
+      if (!headers.has("Link")) headers.set("Link", successorLink(successorPrefix + c.req.path.slice(alias.length)));
+    });
   });
 
 /**
@@ -27,6 +30,9 @@ export const deprecatedAlias = (alias: string, successorPrefix: string) =>
 export const movedTo = (successor: string) =>
   createMiddleware<AppEnv>(async (c, next) => {
     await next();
-    c.header("Deprecation", "true");
-    c.header("Link", successorLink(successor.replace(/\{(\w+)\}/g, (_m, name: string) => encodeURIComponent(c.req.param(name) ?? ""))));
+    const link = successorLink(successor.replace(/\{(\w+)\}/g, (_m, name: string) => encodeURIComponent(c.req.param(name) ?? "")));
+    editResponseHeaders(c, (headers) => {
+      headers.set("Deprecation", "true");
+      headers.set("Link", link);
+    });
   });

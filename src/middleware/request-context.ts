@@ -4,6 +4,7 @@ import * as schema from "../db/schema";
 import type { AppEnv, Db } from "../env";
 import { readConfig } from "../shared/config";
 import { ApiError } from "../lib/errors";
+import { editResponseHeaders } from "../lib/response-headers";
 
 // Building a Drizzle client walks the whole schema; one per D1 binding is enough.
 const clients = new WeakMap<D1Database, Db>();
@@ -25,5 +26,5 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   if (!config.jwt) throw new ApiError(503, "Service misconfigured: JWT_SECRET must be at least 32 bytes");
   c.set("config", { ...config, jwt: config.jwt });
   await next();
-  c.header("X-Request-Id", requestId);
+  editResponseHeaders(c, (headers) => headers.set("X-Request-Id", requestId));
 });

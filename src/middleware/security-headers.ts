@@ -1,5 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../env";
+import { editResponseHeaders } from "../lib/response-headers";
 
 /**
  * The Content-Security-Policy of everything the Worker answers except the documentation pages: an API
@@ -27,6 +28,8 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
  */
 export const securityHeaders = createMiddleware<AppEnv>(async (c, next) => {
   await next();
-  for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.header(name, value);
-  if (!c.res.headers.has("Content-Security-Policy")) c.header("Content-Security-Policy", API_CONTENT_SECURITY_POLICY);
+  editResponseHeaders(c, (headers) => {
+    for (const name in SECURITY_HEADERS) headers.set(name, SECURITY_HEADERS[name]);
+    if (!headers.has("Content-Security-Policy")) headers.set("Content-Security-Policy", API_CONTENT_SECURITY_POLICY);
+  });
 });

@@ -1,9 +1,16 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { Hono } from "hono";
 import { createApp } from "../../src/app";
+import type { AppEnv } from "../../src/env";
+import { cors } from "../../src/middleware/cors";
+import { requestContext } from "../../src/middleware/request-context";
+import { securityHeaders } from "../../src/middleware/security-headers";
 import { readConfig } from "../../src/shared/config";
 import { call, createSite, signup } from "./helpers";
+import { openStream } from "./live-helpers";
+import { heartbeat, registerDevice } from "./device-helpers";
 
 const LISTED = "https://console.example.com";
 const OTHER_LISTED = "http://localhost:5173";
@@ -124,5 +131,43 @@ describe("CORS", () => {
       const preflight = await send(`/api/v1/sites/${siteId}`, { method: "OPTIONS", headers: { Origin: origin, "Access-Control-Request-Method": "GET" } }, withCors);
       expect(preflight.status, origin).toBe(403);
     }
+  });
+});
+
+describe("headers added after the handler", () => {
+  // Each copy of an answer leaves a Headers object that workerd frees only after the next garbage
+  // collection, all at once; copying the answer once per header made those clean-ups the service's
+  // latency tail (README, "Site reads").
+  it("are set on the handler's own answer, not on copies of it", async () => {
+    let handlers: Response | undefined;
+    const app = new Hono<AppEnv>();
+    app.use("*", securityHeaders, cors, requestContext);
+    app.get("/answer", (c) => (handlers = c.json({ ok: true })));
+    const ctx = createExecutionContext();
+    const res = await app.request("/answer", { headers: { Origin: LISTED } }, { ...env, ...withCors }, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(res.status).toBe(200);
+    expect(res).toBe(handlers);
+    expect(res.headers.get("Content-Security-Policy")).toBe("default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+    expect(res.headers.get("X-Request-Id")).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers.get("Access-Control-Allow-Origin")).toBe(LISTED);
+    expect(res.headers.get("Vary")).toBe("Origin");
+    expect(await res.json()).toEqual({ ok: true });
+  });
+
+  it("reach a stream relayed from the site's hub, whose headers arrive unchangeable, and the stream still flows", async () => {
+    const user = await signup();
+    const siteId = await createSite(user.token);
+    const opened = await openStream(`/api/v1/sites/${siteId}/events`, { token: user.token, headers: { Origin: "https://console.example.com", "X-Request-Id": "relay-check-1" } });
+    expect(opened.status).toBe(200);
+    expect(opened.headers.get("Content-Type")).toMatch(/^text\/event-stream/);
+    expect(opened.headers.get("X-Content-Type-Options")).toBe("nosniff");
+    expect(opened.headers.get("Content-Security-Policy")).toBe("default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+    expect(opened.headers.get("X-Request-Id")).toBe("relay-check-1");
+    expect(opened.headers.get("Access-Control-Allow-Origin")).toBe("https://console.example.com");
+    const device = await registerDevice(user.token, siteId);
+    await heartbeat(device.device_id, device.api_key);
+    await opened.stream!.until(() => opened.stream!.messages().some((m) => m.type === "device.status"), "the device going online, on the stream");
+    await opened.stream!.close();
   });
 });
