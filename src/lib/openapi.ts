@@ -49,7 +49,7 @@ const errorResponse = (description: string) => ({
 const STANDARD_ERRORS = {
   400: "Malformed request body (not UTF-8, not JSON, or an object with a duplicate key) or a request the current state does not allow",
   401: "Missing or invalid credentials",
-  403: "Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device",
+  403: "Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it",
   404: "Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id",
   409: "Conflicts with the current state",
   412: "Precondition failed: the object changed since the version If-Match names; read it again and retry",
@@ -94,6 +94,8 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
   const codes = new Set<ErrorCode>(errors);
   if (auth !== "none") codes.add(401);
   if (auth === "admin" || auth === "device" || auth === "device-in-hub" || auth === "user-or-device") codes.add(403);
+  // A change made with the session cookie is refused from a page of an origin that may not use it.
+  if ((auth === "user" || auth === "admin") && !["get", "head"].includes(route.method)) codes.add(403);
   if (access) {
     // No role on the object's site reads as "not found"; 403 only for a role too low for the action.
     codes.add(404);

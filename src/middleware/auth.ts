@@ -10,6 +10,7 @@ import { DeviceKeyRejected, admitCredential, authenticateDevice, identifyDevice 
 import { recordUnauthorizedAccess } from "../services/security-events";
 import { clientAddressOf } from "../services/credential-throttle";
 import { recordAudit } from "../services/audit";
+import { assertCookieOrigin } from "./cookie-origin";
 
 export const ACCESS_TOKEN_COOKIE = "access_token";
 
@@ -22,10 +23,20 @@ export function readAccessToken(authorization: string | undefined, cookie: strin
   return cookie || undefined;
 }
 
-/** The user id of the request's access token, verified (no database read); 401 without a valid one. */
+/** Methods that change nothing, so a page of another origin gains nothing by sending them with the cookie (CORS keeps the answer from it). */
+const READ_ONLY_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * The user id of the request's access token, verified (no database read); 401 without a valid one.
+ * A change authenticated by the cookie must come from a page allowed to use it (403 otherwise): a
+ * browser attaches the cookie to a form another page submits, which no CORS preflight stops: with
+ * `SameSite=Lax` or `Strict`, to one from a sibling subdomain. A bearer token needs no such check.
+ */
 export async function verifiedUserId(c: Context<AppEnv>): Promise<number> {
-  const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
+  const authorization = c.req.header("Authorization");
+  const token = readAccessToken(authorization, getCookie(c, ACCESS_TOKEN_COOKIE));
   if (!token) throw unauthorized("Not authenticated");
+  if (!authorization && !READ_ONLY_METHODS.has(c.req.method)) assertCookieOrigin(c.req.raw, c.var.config.corsOrigins);
   const claims = await checkAccessToken(c.var.config, token);
   if ("refused" in claims) {
     if (claims.refused === "forged") await recordUnauthorizedAccess(c.env.DB, { reason: "forged_token", request: c.req.raw });
