@@ -9,7 +9,7 @@
 // exactly as it would after registration. A share of each site's devices then heartbeats, so the
 // answers carry live presence. Prints one table and merges section "site_reads" into bench/results.json.
 //
-//   BENCH_DURATION=10 BENCH_CONNECTIONS=32 node bench/site-reads.mjs
+//   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_PACED_DURATION=30 node bench/site-reads.mjs
 //   BENCH_SKIP_BUILD=1 node bench/site-reads.mjs     # serve the dist/ already built
 import { execSync } from "node:child_process";
 import bcrypt from "bcryptjs";
@@ -30,7 +30,7 @@ if (!process.env.BENCH_SKIP_BUILD) {
 
 const baseline = await startBaseline();
 // Static assets off, as in bench/run.mjs.
-const service = await startService({ quiet: true, assets: false });
+const service = await startService({ quiet: true, assets: false, direct: true });
 const api = service.url;
 const d1 = await service.mf.getD1Database("DB");
 
@@ -83,19 +83,32 @@ try {
 
   // The latency goal is read at the goal's rate, not at saturation: 32 connections kept busy queue
   // behind one another, so a saturated run's p99 is its queue, whatever one request costs. The requests
-  // are paced evenly (bench/lib.mjs, paced). The bare Worker at the same rate is the floor this runtime
-  // and machine put under any route.
+  // are paced evenly, from a client process of its own (bench/lib.mjs, paced), and sent to the
+  // Worker's own socket: Miniflare's development entry worker, which is not deployed, puts a tail of
+  // its own in front of every Worker, so the same read through it is shown beside, not as the goal.
+  // The bare Worker at the same rate is the floor this runtime and machine put under any route.
+  const siteHealthPath = `/api/v1/sites/${SITES[0].siteId}/health`;
   const pacedBaseline = {
-    ...(await paced(`baseline at ${SITE_HEALTH_GOAL_RPS} req/s offered`, { url: baseline.url, ratePerS: SITE_HEALTH_GOAL_RPS })),
+    ...(await paced(`baseline at ${SITE_HEALTH_GOAL_RPS} req/s offered`, { url: baseline.directUrl, ratePerS: SITE_HEALTH_GOAL_RPS })),
     notes: "latency floor at the goal's rate",
   };
   const pacedHealth = {
     ...(await paced(`site health, 100-device site, at ${SITE_HEALTH_GOAL_RPS} req/s offered`, {
-      url: `${api}/api/v1/sites/${SITES[0].siteId}/health`, headers: auth, ratePerS: SITE_HEALTH_GOAL_RPS,
+      url: `${service.directUrl}${siteHealthPath}`, headers: auth, ratePerS: SITE_HEALTH_GOAL_RPS,
     })),
     notes: "the p99 the goal is read from",
   };
-  rows.push(pacedBaseline, pacedHealth);
+  const pacedBaselineViaEntry = {
+    ...(await paced(`baseline at ${SITE_HEALTH_GOAL_RPS} req/s, via Miniflare's entry worker`, { url: baseline.url, ratePerS: SITE_HEALTH_GOAL_RPS })),
+    notes: "local development's own floor",
+  };
+  const pacedHealthViaEntry = {
+    ...(await paced(`site health at ${SITE_HEALTH_GOAL_RPS} req/s, via Miniflare's entry worker`, {
+      url: `${api}${siteHealthPath}`, headers: auth, ratePerS: SITE_HEALTH_GOAL_RPS,
+    })),
+    notes: "as `npm start` serves it",
+  };
+  rows.push(pacedBaseline, pacedHealth, pacedBaselineViaEntry, pacedHealthViaEntry);
 
   for (const r of rows) {
     r.ratio_to_baseline = +(r.requests_per_s / base.requests_per_s).toFixed(3);
@@ -115,6 +128,8 @@ try {
     site_health_p99_ms_at_goal_rate: pacedHealth.p99_ms,
     site_health_p99_ms_saturated: health100.p99_ms,
     baseline_p99_ms_at_goal_rate: pacedBaseline.p99_ms,
+    site_health_p99_ms_at_goal_rate_via_entry_worker: pacedHealthViaEntry.p99_ms,
+    baseline_p99_ms_at_goal_rate_via_entry_worker: pacedBaselineViaEntry.p99_ms,
     met: health100.requests_per_s >= SITE_HEALTH_GOAL_RPS && pacedHealth.requests_per_s >= 0.95 * SITE_HEALTH_GOAL_RPS && pacedHealth.p99_ms < SITE_HEALTH_P99_GOAL_MS,
   };
   console.log();

@@ -69,8 +69,10 @@ function newestMtime(dir) {
  * - quiet (default false): discard the Worker's console output (for benchmarks)
  * - logLevel: Miniflare's own log level (default WARN)
  * - dist, config: paths of the bundle directory and wrangler config (defaults: dist/, wrangler.toml)
+ * - direct (default false): also listen on a socket of the Worker's own, `directUrl`, that skips
+ *   Miniflare's development entry worker (benchmarks read latency there: see bench/lib.mjs, `paced`)
  * - miniflare: more Miniflare worker options, e.g. `{ analyticsEngineDatasets: { REQUEST_LOG_AE: { dataset: "x" } } }`
- * Resolves to { url, mf, env, stop, scheduled }: `url` has no trailing slash; `mf` is the Miniflare
+ * Resolves to { url, directUrl, mf, env, stop, scheduled }: `url` has no trailing slash; `mf` is the Miniflare
  * instance (mf.getD1Database("DB"), mf.getDurableObjectNamespace("SITE_HUB"), ...); `scheduled(cron?)`
  * runs the Worker's cron handler once; `stop()` disposes everything.
  */
@@ -83,6 +85,7 @@ export async function startService(options = {}) {
     migrate = true,
     env,
     quiet = false,
+    direct = false,
     logLevel = LogLevel.WARN,
     dist = join(ROOT, "dist"),
     config = join(ROOT, "wrangler.toml"),
@@ -120,6 +123,7 @@ export async function startService(options = {}) {
     cf: false, // no request.cf lookup over the network: this machine has none
     log: new Log(logLevel),
     ...(quiet ? { handleRuntimeStdio: (stdout, stderr) => { stdout.resume(); stderr.resume(); } } : {}),
+    ...(direct ? { unsafeDirectSockets: [{ host, port: 0 }] } : {}),
     ...miniflare,
   });
 
@@ -138,7 +142,8 @@ export async function startService(options = {}) {
       const worker = await mf.getWorker();
       return worker.scheduled({ cron, scheduledTime: new Date(scheduledTime) });
     };
-    return { url, mf, env: vars, stop, scheduled };
+    const directUrl = direct ? (await mf.unsafeGetDirectURL("fleet-edge")).href.replace(/\/$/, "") : undefined;
+    return { url, directUrl, mf, env: vars, stop, scheduled };
   } catch (error) {
     await stop().catch(() => {});
     throw error;
