@@ -4861,7 +4861,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5074,7 +5074,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5130,7 +5130,7 @@ export interface operations {
       204: {
         content: never;
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5178,7 +5178,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5226,7 +5226,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5272,7 +5272,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5343,7 +5343,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5424,7 +5424,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5608,7 +5608,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5668,7 +5668,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5711,7 +5711,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5755,7 +5755,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5803,7 +5803,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5863,7 +5863,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5913,7 +5913,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -5968,7 +5968,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6030,7 +6030,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6086,7 +6086,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6135,7 +6135,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6181,7 +6181,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6258,6 +6258,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
       404: {
         content: {
@@ -6292,6 +6298,12 @@ export interface operations {
       };
       /** @description Missing or invalid credentials */
       401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -6355,7 +6367,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6416,7 +6428,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6507,7 +6519,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6541,7 +6553,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6648,7 +6660,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6702,7 +6714,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6745,7 +6757,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6789,7 +6801,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6838,7 +6850,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -6935,7 +6947,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7060,7 +7072,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7223,7 +7235,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7290,7 +7302,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7394,7 +7406,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7552,7 +7564,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7612,7 +7624,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7673,7 +7685,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7722,7 +7734,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7771,7 +7783,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7946,7 +7958,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8007,7 +8019,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8078,7 +8090,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8149,7 +8161,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8219,7 +8231,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8440,7 +8452,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8668,7 +8680,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8723,7 +8735,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8778,7 +8790,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8976,7 +8988,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9019,7 +9031,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9071,7 +9083,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9120,7 +9132,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9175,7 +9187,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9230,7 +9242,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9281,6 +9293,12 @@ export interface operations {
       };
       /** @description Missing or invalid credentials */
       401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -9389,7 +9407,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9450,7 +9468,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9509,7 +9527,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9557,7 +9575,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9609,7 +9627,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -9690,7 +9708,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10103,7 +10121,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10152,7 +10170,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10218,7 +10236,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10298,7 +10316,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10424,7 +10442,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10520,7 +10538,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10613,7 +10631,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10668,7 +10686,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10706,7 +10724,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10745,7 +10763,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10791,7 +10809,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10829,7 +10847,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10873,7 +10891,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10899,7 +10917,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10925,7 +10943,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10956,7 +10974,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10988,7 +11006,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11014,7 +11032,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11057,7 +11075,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11154,7 +11172,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11219,7 +11237,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11326,6 +11344,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Conflicts with the current state */
       409: {
         content: {
@@ -11373,6 +11397,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
       404: {
         content: {
@@ -11406,6 +11436,12 @@ export interface operations {
       };
       /** @description Missing or invalid credentials */
       401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11539,7 +11575,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11672,7 +11708,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11721,7 +11757,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11770,7 +11806,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11819,7 +11855,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11879,7 +11915,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11930,6 +11966,12 @@ export interface operations {
       };
       /** @description Missing or invalid credentials */
       401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -12023,6 +12065,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Not found, or not visible to the caller: an object on a site the caller has no role on answers exactly like an unknown id */
       404: {
         content: {
@@ -12092,6 +12140,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
       /** @description Request body too large */
       413: {
         content: {
@@ -12120,6 +12174,12 @@ export interface operations {
       };
       /** @description Missing or invalid credentials */
       401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -12334,7 +12394,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12443,7 +12503,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12581,7 +12641,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12643,7 +12703,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12692,7 +12752,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12751,7 +12811,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12797,7 +12857,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12826,7 +12886,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12863,7 +12923,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12903,7 +12963,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -12946,7 +13006,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13000,7 +13060,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13053,7 +13113,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13088,7 +13148,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13125,7 +13185,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13168,7 +13228,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13206,7 +13266,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13265,7 +13325,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13445,7 +13505,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13502,7 +13562,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13667,7 +13727,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13734,7 +13794,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -13840,7 +13900,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14001,7 +14061,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14063,7 +14123,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14113,7 +14173,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14163,7 +14223,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14341,7 +14401,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14403,7 +14463,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14459,7 +14519,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14515,7 +14575,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -14714,7 +14774,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15092,7 +15152,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15142,7 +15202,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15209,7 +15269,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15290,7 +15350,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15419,7 +15479,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15517,7 +15577,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15612,7 +15672,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15668,7 +15728,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15707,7 +15767,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15747,7 +15807,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15794,7 +15854,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15833,7 +15893,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15878,7 +15938,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15905,7 +15965,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15932,7 +15992,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15964,7 +16024,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -15997,7 +16057,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16039,7 +16099,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16086,7 +16146,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16118,7 +16178,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16156,7 +16216,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16199,7 +16259,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16243,7 +16303,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16298,7 +16358,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16352,7 +16412,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16390,7 +16450,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16428,7 +16488,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16472,7 +16532,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -16511,7 +16571,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, or a suspended device */
+      /** @description Authenticated but not allowed: a role too low for this action on an object the caller can see, not an administrator, a suspended device, or a change authenticated by the session cookie from a page whose origin may not use it */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
