@@ -1,5 +1,5 @@
 import { OpenAPIHono, createRoute, z, type RouteConfig } from "@hono/zod-openapi";
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler, TypedResponse } from "hono";
 import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
 import { requireAccess, requireUserWithSiteAccess, type AccessRule } from "../middleware/access";
@@ -187,5 +187,16 @@ export const jsonResponse = <T extends z.ZodType>(schema: T, description: string
   description,
   content: { "application/json": { schema } },
 });
+
+/**
+ * A 200 JSON answer whose body is already serialised, typed as the route's documented response `T`,
+ * so the route keeps declaring that schema. Only for a body serialised from a value that passed the
+ * same schema: the compiler cannot follow a string, so the overload is where that promise is made.
+ * The site's device list uses it: checked at the hub boundary once per change, then kept between reads.
+ */
+export function serialisedJson<T>(c: Context, body: string): Response & TypedResponse<T, 200, "json">;
+export function serialisedJson(c: Context, body: string): Response {
+  return c.body(body, 200, { "Content-Type": "application/json" });
+}
 
 export const MessageSchema = z.object({ message: z.string() }).openapi("Message");

@@ -19,9 +19,12 @@ export type DeviceRow = typeof devices.$inferSelect;
 
 export const findDevice = (db: Db, deviceId: string) => db.select().from(devices).where(eq(devices.deviceId, deviceId)).get();
 
-/** A site's devices, newest first, from its hub's roster (docs/architecture.md, "The site roster"). */
-export async function listSiteDevices(env: Env, siteId: string) {
-  return siteHub(env, siteId).siteDevices();
+/**
+ * A site's devices, newest first, from its hub's roster (docs/architecture.md, "The site roster"),
+ * as a JSON body already checked against the hub contract.
+ */
+export async function siteDevicesBody(env: Env, siteId: string) {
+  return siteHub(env, siteId).siteDevicesBody();
 }
 
 /** Site health (counts by live status and the device list), from its hub's roster. */

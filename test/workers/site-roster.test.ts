@@ -37,8 +37,12 @@ async function expectedDevices(siteId: string) {
 async function expectRosterMatches(siteId: string, token: string) {
   const list = await call(`/api/v1/devices/sites/${siteId}/devices`, { token });
   expect(list.status).toBe(200);
+  expect(list.headers.get("Content-Type")).toBe("application/json");
   const expected = await expectedDevices(siteId);
   expect(list.json).toEqual(expected);
+  // The body checked once per change is sent again while the site is unchanged: byte for byte the same.
+  const again = await call(`/api/v1/devices/sites/${siteId}/devices`, { token });
+  expect(again.text).toBe(list.text);
   for (const path of [`/api/v1/sites/${siteId}/health`, `/sites/${siteId}/health`]) {
     const health = await call(path, { token });
     expect(health.status).toBe(200);

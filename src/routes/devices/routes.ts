@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
-import { THROTTLING_DESCRIPTION, apiRoute, jsonBody, jsonResponse, newRouter } from "../../lib/openapi";
+import { THROTTLING_DESCRIPTION, apiRoute, jsonBody, jsonResponse, newRouter, serialisedJson } from "../../lib/openapi";
 import {
-  bootstrapProvision, createSiteDevice, currentEpoch, listAccessibleDevices, listSiteDevices,
+  bootstrapProvision, createSiteDevice, currentEpoch, listAccessibleDevices, siteDevicesBody,
   provisionDevice, rotateDeviceKey, setLifecycle, updateDevice,
 } from "../../services/devices";
 import { startSimulatedAgent } from "../../services/agents";
@@ -168,7 +168,7 @@ export function siteDeviceRoutes(mount: MountOptions) {
     }),
     async (c) => {
       const { site_id } = c.req.valid("param");
-      return c.json(await listSiteDevices(c.env, site_id), 200);
+      return serialisedJson<z.infer<typeof s.DeviceListItem>[]>(c, await siteDevicesBody(c.env, site_id));
     },
   );
 
