@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv, AuthUser } from "../env";
+import { cookieOriginAllowed } from "./cookie-origin";
 import { ACCESS_TOKEN_COOKIE, readAccessToken, requireDevice, requireUser } from "./auth";
 import { verifyAccessToken } from "../services/tokens";
 import { findActiveUserById } from "../services/users";
@@ -18,10 +19,15 @@ export const requireUserOrDevice = createMiddleware<AppEnv>(async (c, next) => {
 
 /**
  * The signed-in user of a request that does not require one (a browser reporting its own crash
- * before or after sign-in): undefined when there is no token, or it does not verify.
+ * before or after sign-in): undefined when there is no token, or it does not verify. The cookie of
+ * a request another site's page started is ignored rather than refused: the report is kept, but
+ * nobody else's page can put a report under the user's name.
  */
 export async function userIfSignedIn(c: Context<AppEnv>): Promise<AuthUser | undefined> {
-  const token = readAccessToken(c.req.header("Authorization"), getCookie(c, ACCESS_TOKEN_COOKIE));
+  const authorization = c.req.header("Authorization");
+  const cookie = getCookie(c, ACCESS_TOKEN_COOKIE);
+  const cookieUsable = cookie !== undefined && cookieOriginAllowed(c.req.raw, c.var.config.corsOrigins);
+  const token = readAccessToken(authorization, cookieUsable ? cookie : undefined);
   if (!token) return undefined;
   const claims = await verifyAccessToken(c.var.config, token);
   return claims ? findActiveUserById(c.var.db, claims.userId) : undefined;

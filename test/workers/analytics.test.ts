@@ -93,6 +93,20 @@ describe("POST /analytics/error", () => {
     expect(rows.find((r) => r.id === otherCategory.json.error_id)!.userId).toBe(user.id);
   });
 
+  it("records the cookie's user only when the service's own page (or a listed one) sent the report; another site's report is kept, unattributed", async () => {
+    const user = await signup();
+    const cookie = `access_token=${user.token}`;
+    const report = (headers: Record<string, string>) => {
+      const message = unique("ReferenceError ");
+      return call(`${A}/error`, { method: "POST", cookie, headers, body: { category: "frontend", error_message: message } })
+        .then(async (res) => ({ status: res.status, userId: (await errorsWith(message))[0]?.userId }));
+    };
+    expect(await report({ Origin: "http://fleet.test" })).toEqual({ status: 201, userId: user.id });
+    expect(await report({})).toEqual({ status: 201, userId: user.id });
+    expect(await report({ Origin: "https://evil.example.net" })).toEqual({ status: 201, userId: null });
+    expect(await report({ "Sec-Fetch-Site": "cross-site" })).toEqual({ status: 201, userId: null });
+  });
+
   it("folds within 5 minutes of the first sighting only, and never into a resolved error", async () => {
     const report = { category: "database" as const, severity: "error" as const, message: unique("deadlock "), stackTrace: "at q (db.ts:1:1)" };
     const t0 = Date.now() - 3_600_000;
