@@ -2,7 +2,7 @@ import { OpenAPIHono, createRoute, z, type RouteConfig } from "@hono/zod-openapi
 import type { Context, MiddlewareHandler, TypedResponse } from "hono";
 import type { AppEnv } from "../env";
 import { identifyDeviceForHub, requireAdmin, requireDevice, requireUser } from "../middleware/auth";
-import { requireAccess, requireUserWithSiteAccess, type AccessRule } from "../middleware/access";
+import { requireAccess, requireUserWithAccess, type AccessRule } from "../middleware/access";
 import { strictJsonBody } from "../middleware/json-body";
 import { requireUserOrDevice } from "../middleware/user-or-device";
 import { ApiError, type ValidationIssue } from "./errors";
@@ -119,9 +119,9 @@ export function apiRoute<const R extends ApiRouteConfig>(config: R) {
     ...(route as Omit<R, "auth" | "authenticate" | "access" | "errors" | "unauthenticatedDetail">),
     security: SECURITY[auth],
     middleware: [
-      ...(siteRuleOnPath(access) && auth === "user" && !authenticate && !unauthenticatedDetail
-        // The commonest operator route: one D1 statement for the user, the site and the role together.
-        ? [requireUserWithSiteAccess(access, paramsSchema(route.request))]
+      ...(ruleOnPath(access) && auth === "user" && !authenticate && !unauthenticatedDetail
+        // The commonest operator route: one D1 statement for the user, the object, its site and the role together.
+        ? [requireUserWithAccess(access, paramsSchema(route.request))]
         : [...authMiddleware, ...(access ? [accessCheck(access, route.request)] : [])]),
       ...(route.request?.body ? [strictJsonBody] : []),
     ],
@@ -149,8 +149,8 @@ function withUnauthenticatedDetail(middleware: MiddlewareHandler<AppEnv>, detail
   };
 }
 
-function siteRuleOnPath(rule: AccessRule | undefined): rule is Extract<AccessRule, { site: unknown }> {
-  return !!rule && "site" in rule && rule.from !== "query";
+function ruleOnPath(rule: AccessRule | undefined): rule is AccessRule {
+  return !!rule && !("site" in rule && rule.from === "query");
 }
 
 function paramsSchema(request: RouteConfig["request"]) {

@@ -2,13 +2,15 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "@hono/zod-openapi";
 import type { AppEnv, AuthUser, Db, Granted } from "../env";
 import type { Role } from "../shared/vocabulary";
-import { authorizeSite, checkSiteAccess, deviceNotFound, findUserAndSiteAccess, type SiteAccessOptions } from "../services/access";
+import type { ApiError } from "../lib/errors";
+import {
+  checkSiteAccess, deviceNotFound, findUserAndObjectAccess, findUserAndSiteAccess, siteNotFound, type SiteAccess, type SiteAccessOptions,
+} from "../services/access";
 import { findActiveUserById } from "../services/users";
 import { findUserAndSiteAccessForRead } from "../services/site-access-cache";
 import { accountNotActive, verifiedUserId } from "./auth";
-import { findDevice } from "../services/devices";
-import { findJob, jobNotFound } from "../services/jobs";
-import { commandNotFound, findCommandEntry } from "../services/commands";
+import { jobNotFound } from "../services/jobs";
+import { commandNotFound } from "../services/commands";
 
 /**
  * The role a route needs, on the site of the object its path names. Declared once per route
@@ -27,35 +29,51 @@ export type AccessRule =
   | { job: Role }
   | { command: Role };
 
-type Resolve = (db: Db, user: AuthUser, id: string, minimum: Role, request: Request, options: SiteAccessOptions) => Promise<Granted>;
+/** What one lookup found: the account (when active), the named object (for a device, job or command), and its site with the caller's role there. */
+interface Found {
+  user?: AuthUser;
+  access?: SiteAccess;
+  object?: Pick<Granted, "device" | "job" | "command"> & { siteId: string };
+}
 
-const RESOLVERS = {
-  site: { param: "site_id", resolve: (db, user, id, minimum, request, options) => authorizeSite(db, user, id, minimum, request, options) },
+/**
+ * Each kind of rule: the path (or query) parameter naming the object, the one-statement lookup of
+ * the user together with the object and the user's role on its site, and the 404 of an unknown id.
+ * `forRead`: the request changes nothing, so a site's answer may come from the isolate's cache.
+ */
+const KINDS: Record<Kind, { param: string; lookUp: (db: Db, userId: number, id: string, forRead: boolean) => Promise<Found>; notFound: (id: string) => ApiError }> = {
+  site: {
+    param: "site_id",
+    lookUp: (db, userId, id, forRead) => (forRead ? findUserAndSiteAccessForRead : findUserAndSiteAccess)(db, userId, id),
+    notFound: siteNotFound,
+  },
   device: {
     param: "device_id",
-    resolve: async (db, user, id, minimum, request) => {
-      const device = await findDevice(db, id);
-      if (!device) throw deviceNotFound(id);
-      return { ...(await authorizeSite(db, user, device.siteId, minimum, request, { hiddenAs: () => deviceNotFound(id) })), device };
+    lookUp: async (db, userId, id) => {
+      const { object, ...found } = await findUserAndObjectAccess(db, userId, "device", id);
+      return { ...found, object: object && { device: object, siteId: object.siteId } };
     },
+    notFound: deviceNotFound,
   },
   job: {
     param: "job_id",
-    resolve: async (db, user, id, minimum, request) => {
-      const job = await findJob(db, id);
-      return { ...(await authorizeSite(db, user, job.siteId, minimum, request, { hiddenAs: () => jobNotFound(id) })), job };
+    lookUp: async (db, userId, id) => {
+      const { object, ...found } = await findUserAndObjectAccess(db, userId, "job", id);
+      return { ...found, object: object && { job: object, siteId: object.siteId } };
     },
+    notFound: jobNotFound,
   },
   command: {
     param: "command_id",
-    resolve: async (db, user, id, minimum, request) => {
-      const command = await findCommandEntry(db, id);
-      return { ...(await authorizeSite(db, user, command.siteId, minimum, request, { hiddenAs: commandNotFound })), command };
+    lookUp: async (db, userId, id) => {
+      const { object, ...found } = await findUserAndObjectAccess(db, userId, "command", id);
+      return { ...found, object: object && { command: object, siteId: object.siteId } };
     },
+    notFound: () => commandNotFound(),
   },
-} satisfies Record<string, { param: string; resolve: Resolve }>;
+};
 
-type Kind = keyof typeof RESOLVERS;
+type Kind = "site" | "device" | "job" | "command";
 
 function ruleParts(rule: AccessRule): { kind: Kind; minimum: Role; fromQuery: boolean; options?: SiteAccessOptions } {
   if ("site" in rule) return { kind: "site", minimum: rule.site, fromQuery: rule.from === "query", options: { outsider: rule.outsider } };
@@ -64,49 +82,62 @@ function ruleParts(rule: AccessRule): { kind: Kind; minimum: Role; fromQuery: bo
   return { kind: "command", minimum: rule.command, fromQuery: false };
 }
 
+/** The rule applied to what the lookup found: an unknown object 404; no role on its site the same 404; a role too low 403. */
+async function grant(db: Db, user: AuthUser, kind: Kind, id: string, found: Found, minimum: Role, request: Request, options: SiteAccessOptions): Promise<Granted> {
+  const hiddenAs = () => KINDS[kind].notFound(id);
+  if (kind !== "site" && !found.object) throw hiddenAs();
+  const { siteId, ...object } = found.object ?? { siteId: id };
+  return { ...(await checkSiteAccess(db, user, siteId, found.access, minimum, request, { ...options, hiddenAs })), ...object };
+}
+
 /**
- * Runs after authentication and before validation. Input the route's own schema would refuse is
- * left to the validator (a 422), so a malformed id never reaches the database.
+ * The access check of a route whose user another middleware authenticated (a site named by the
+ * query, or a route with its own authentication). Runs after authentication and before validation.
+ * Input the route's own schema would refuse is left to the validator (a 422), so a malformed id
+ * never reaches the database.
  */
 export function requireAccess(rule: AccessRule, inputSchema: z.ZodType | undefined): MiddlewareHandler<AppEnv> {
   const { kind, minimum, fromQuery, options = {} } = ruleParts(rule);
-  const { param, resolve } = RESOLVERS[kind];
+  const { param, lookUp } = KINDS[kind];
   return async (c, next) => {
     const input = fromQuery ? c.req.query() : c.req.param();
     if (inputSchema && !inputSchema.safeParse(input).success) return next();
     const id = (input as Record<string, string | undefined>)[param];
-    if (id !== undefined) c.set("granted", await resolve(c.var.db, c.var.user!, id, minimum, c.req.raw, options));
+    if (id !== undefined) {
+      const user = c.var.user!;
+      c.set("granted", await grant(c.var.db, user, kind, id, await lookUp(c.var.db, user.id, id, false), minimum, c.req.raw, options));
+    }
     await next();
   };
 }
 
 /**
- * Authentication and a site rule read from the path, in one D1 statement: the signed-in user, the
- * site and the user's role on it come back together (findUserAndSiteAccess). It answers exactly as
- * requireUser followed by requireAccess would, in the same order: no or a bad token 401, input the
- * route's schema refuses left to the validator, an account gone or deactivated 401, then the site
- * rule's 404 and 403.
+ * Authentication and an access rule read from the path, in one D1 statement: the signed-in user,
+ * the object the path names, its site and the user's role there come back together
+ * (findUserAndSiteAccess, findUserAndObjectAccess). It answers exactly as requireUser followed by
+ * requireAccess would, in the same order: no or a bad token 401, input the route's schema refuses
+ * left to the validator, an account gone or deactivated 401, then the rule's 404 and 403.
  *
- * A read (GET or HEAD) may take that answer from this isolate's short-lived cache
- * (services/site-access-cache.ts); every other method reads D1.
+ * A read (GET or HEAD) of a site route may take that answer from this isolate's short-lived cache
+ * (services/site-access-cache.ts); every other request reads D1.
  */
-export function requireUserWithSiteAccess(rule: { site: Role; outsider?: SiteAccessOptions["outsider"] }, paramsSchema: z.ZodType | undefined): MiddlewareHandler<AppEnv> {
-  const options: SiteAccessOptions = { outsider: rule.outsider };
+export function requireUserWithAccess(rule: AccessRule, paramsSchema: z.ZodType | undefined): MiddlewareHandler<AppEnv> {
+  const { kind, minimum, options = {} } = ruleParts(rule);
+  const { param, lookUp } = KINDS[kind];
   return async (c, next) => {
     const userId = await verifiedUserId(c);
     const params = c.req.param();
-    const siteId = (params as Record<string, string | undefined>).site_id;
-    if (siteId === undefined || (paramsSchema && !paramsSchema.safeParse(params).success)) {
+    const id = (params as Record<string, string | undefined>)[param];
+    if (id === undefined || (paramsSchema && !paramsSchema.safeParse(params).success)) {
       const user = await findActiveUserById(c.var.db, userId);
       if (!user) throw accountNotActive();
       c.set("user", user);
       return next();
     }
-    const lookUp = isSafeMethod(c.req.method) ? findUserAndSiteAccessForRead : findUserAndSiteAccess;
-    const { user, access } = await lookUp(c.var.db, userId, siteId);
-    if (!user) throw accountNotActive();
-    c.set("user", user);
-    c.set("granted", await checkSiteAccess(c.var.db, user, siteId, access, rule.site, c.req.raw, options));
+    const found = await lookUp(c.var.db, userId, id, isSafeMethod(c.req.method));
+    if (!found.user) throw accountNotActive();
+    c.set("user", found.user);
+    c.set("granted", await grant(c.var.db, found.user, kind, id, found, minimum, c.req.raw, options));
     await next();
   };
 }

@@ -1,6 +1,6 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { AuthUser, Db } from "../env";
-import { siteMemberships, sites, tenantMemberships, tenants, users } from "../db/schema";
+import { commandIndex, devices, jobs, siteMemberships, sites, tenantMemberships, tenants, users } from "../db/schema";
 import { forbidden, notFound, type ApiError } from "../lib/errors";
 import { ROLES, type Role } from "../shared/vocabulary";
 import { recordAudit } from "./audit";
@@ -55,25 +55,71 @@ export async function findSiteAccess(db: Db, user: AuthUser, siteId: string): Pr
   return row && { site: row.site, role: maxRole(row.siteRole ?? undefined, row.tenantRole ?? undefined) };
 }
 
+const ACCOUNT = { id: users.id, email: users.email, username: users.username, fullName: users.fullName, isAdmin: users.isAdmin, isActive: users.isActive };
+const GRANTS = { site: sites, siteRole: siteMemberships.role, tenantRole: tenantMemberships.role };
+const SITE_GRANT = and(eq(siteMemberships.siteId, sites.siteId), eq(siteMemberships.userId, users.id));
+const TENANT_GRANT = and(eq(tenantMemberships.tenantId, sites.tenantId), eq(tenantMemberships.userId, users.id));
+
+interface AccessRow {
+  account: AuthUser & { isActive: boolean };
+  site: SiteRow | null;
+  siteRole: Role | null;
+  tenantRole: Role | null;
+}
+
+/** The account (when active) and the caller's access to the row's site (when there is one). */
+function accessOfRow(row: AccessRow | undefined): { user?: AuthUser; access?: SiteAccess } {
+  if (!row?.account.isActive) return {};
+  const { isActive: _active, ...user } = row.account;
+  if (!row.site) return { user };
+  const role = user.isAdmin ? "owner" : maxRole(row.siteRole ?? undefined, row.tenantRole ?? undefined);
+  return { user, access: { site: row.site, role } };
+}
+
 /**
  * The signed-in user (when active) together with the site and their role on it, in one statement:
  * what authentication and the access check of a site route need, for the price of one round trip.
  * `user` is undefined when the account is gone or deactivated; `access` when the site does not exist.
  */
 export async function findUserAndSiteAccess(db: Db, userId: number, siteId: string): Promise<{ user?: AuthUser; access?: SiteAccess }> {
-  const account = { id: users.id, email: users.email, username: users.username, fullName: users.fullName, isAdmin: users.isAdmin, isActive: users.isActive };
-  const row = await db.select({ account, site: sites, siteRole: siteMemberships.role, tenantRole: tenantMemberships.role })
+  const row = await db.select({ account: ACCOUNT, ...GRANTS })
     .from(users)
     .leftJoin(sites, eq(sites.siteId, siteId))
-    .leftJoin(siteMemberships, and(eq(siteMemberships.siteId, sites.siteId), eq(siteMemberships.userId, users.id)))
-    .leftJoin(tenantMemberships, and(eq(tenantMemberships.tenantId, sites.tenantId), eq(tenantMemberships.userId, users.id)))
+    .leftJoin(siteMemberships, SITE_GRANT)
+    .leftJoin(tenantMemberships, TENANT_GRANT)
     .where(eq(users.id, userId))
     .get();
-  if (!row?.account.isActive) return {};
-  const { isActive: _active, ...user } = row.account;
-  if (!row.site) return { user };
-  const role = user.isAdmin ? "owner" : maxRole(row.siteRole ?? undefined, row.tenantRole ?? undefined);
-  return { user, access: { site: row.site, role } };
+  return accessOfRow(row);
+}
+
+/** The objects that belong to one site, and so are reached through that site's roles. */
+const SITE_SCOPED = {
+  device: { table: devices, id: devices.deviceId, siteId: devices.siteId },
+  job: { table: jobs, id: jobs.jobId, siteId: jobs.siteId },
+  command: { table: commandIndex, id: commandIndex.commandId, siteId: commandIndex.siteId },
+};
+export type SiteScopedKind = keyof typeof SITE_SCOPED;
+export type SiteScopedRow<K extends SiteScopedKind> = (typeof SITE_SCOPED)[K]["table"]["$inferSelect"];
+
+/**
+ * findUserAndSiteAccess for an object that belongs to a site (a device, a job, a command): the
+ * user, the object, its site and the user's role there, in one statement instead of one each.
+ * `object` is undefined when no such object exists.
+ */
+export async function findUserAndObjectAccess<K extends SiteScopedKind>(
+  db: Db, userId: number, kind: K, objectId: string,
+): Promise<{ user?: AuthUser; object?: SiteScopedRow<K>; access?: SiteAccess }> {
+  const scoped = SITE_SCOPED[kind] as (typeof SITE_SCOPED)[SiteScopedKind];
+  const row = await db.select({ account: ACCOUNT, object: scoped.table, ...GRANTS })
+    .from(users)
+    .leftJoin(scoped.table, eq(scoped.id, objectId))
+    .leftJoin(sites, eq(sites.siteId, scoped.siteId))
+    .leftJoin(siteMemberships, SITE_GRANT)
+    .leftJoin(tenantMemberships, TENANT_GRANT)
+    .where(eq(users.id, userId))
+    .get();
+  const found = accessOfRow(row);
+  return row?.object ? { ...found, object: row.object as SiteScopedRow<K> } : found;
 }
 
 export const siteNotFound = (siteId: string) => notFound(`Site with ID '${siteId}' not found`);

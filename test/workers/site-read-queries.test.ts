@@ -191,3 +191,49 @@ describe("cached access on site reads", () => {
     expect(await measured(`/api/v1/sites/${siteId}/health`, owner.token)).toMatchObject({ status: 401, body: { detail: "Could not validate credentials" } });
   });
 });
+
+describe("D1 statements per device, job or command route", () => {
+  const grantsRead = (statements: string[]) => statements.filter((sql) => /"site_memberships"|"tenant_memberships"|from "users"/i.test(sql));
+
+  it("the user, the object, its site and the caller's role come back in one statement, whichever way the role is granted", async () => {
+    const owner = await signup();
+    const siteId = await createSite(owner.token);
+    const device = await registerDevice(owner.token, siteId);
+    const command = await call(`/api/v1/devices/${device.device_id}/commands`, { method: "POST", token: owner.token, body: { command_type: "ping" } });
+    expect(command.status).toBe(201);
+    const job = await call(`/api/v1/jobs/sites/${siteId}/jobs`, { method: "POST", token: owner.token, body: { description: "counted", priority: "medium", action: "ping", target_device_ids: [device.device_id] } });
+    expect(job.status).toBe(201);
+    const viewer = await signup();
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
+    const reads = [
+      { path: `/api/v1/devices/${device.device_id}/twin`, statements: 1 },
+      { path: `/api/v1/commands/${command.json.command_id}`, statements: 1 },
+      { path: `/api/v1/jobs/${job.json.job_id}`, statements: 2 }, // and its executions
+    ];
+    for (const user of [owner, viewer]) {
+      for (const read of reads) {
+        const measuredRead = await measured(read.path, user.token);
+        expect(measuredRead.status, read.path).toBe(200);
+        expect(measuredRead.roundTrips, `${read.path}: ${measuredRead.statements.join(" | ")}`).toBe(read.statements);
+        expect(grantsRead(measuredRead.statements), read.path).toHaveLength(1);
+      }
+    }
+  });
+
+  it("refuses as before: an unknown id and a stranger get the object's own 404, a viewer's write 403, a deactivated user 401", async () => {
+    const owner = await signup();
+    const siteId = await createSite(owner.token);
+    const device = await registerDevice(owner.token, siteId);
+    const stranger = await signup();
+    const viewer = await signup();
+    await grantSiteRole(owner.token, siteId, viewer, "viewer");
+    const notFound = { status: 404, body: { detail: `Device with ID '${device.device_id}' not found` } };
+    expect(await measured(`/api/v1/devices/${device.device_id}/twin`, stranger.token)).toMatchObject(notFound);
+    expect(await measured(`/api/v1/devices/NO-SUCH-DEVICE/twin`, owner.token)).toMatchObject({ status: 404, body: { detail: "Device with ID 'NO-SUCH-DEVICE' not found" } });
+    expect(await measured(`/api/v1/jobs/no-such-job`, owner.token)).toMatchObject({ status: 404, body: { detail: "Job with ID 'no-such-job' not found" } });
+    expect(await measured(`/api/v1/commands/no-such-command`, owner.token)).toMatchObject({ status: 404, body: { detail: "Command not found" } });
+    expect(await measured(`/api/v1/devices/${device.device_id}/suspend`, viewer.token, "POST")).toMatchObject({ status: 403, body: { detail: "The operator role on this site is required" } });
+    await db().update(schema.users).set({ isActive: false }).where(eq(schema.users.id, viewer.id));
+    expect(await measured(`/api/v1/devices/${device.device_id}/twin`, viewer.token)).toMatchObject({ status: 401, body: { detail: "Could not validate credentials" } });
+  });
+});
