@@ -1,6 +1,7 @@
 // node bench/credential-stuffing.mjs — what a credential-stuffing attack costs everyone else, on the
-// built bundle served by workerd (Miniflare). A probe client measures GET /health and steady
-// heartbeats (p50/p99, 50 requests/s each): with the service idle; while 16 connections flood the
+// built bundle served by workerd (Miniflare). A probe measures GET /health and steady heartbeats
+// (p50/p99, 50 requests/s each, sent evenly by `paced` from processes of their own, at the Worker's
+// own socket as a deployment serves it): with the service idle; while 16 connections flood the
 // cheapest route (GET /version) as fast as they can, for reference; and while 16 connections send
 // heartbeats with made-up keys for real device ids as fast as they are answered, from one attacker
 // address — its first 5 s on their own, then 10 s more. Every wrong key for a known device would
@@ -15,7 +16,7 @@ import { execSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import autocannon from "autocannon";
 import { startService, ROOT } from "../scripts/lib/serve-bundle.mjs";
-import { DURATION_S, json, pool, printTable, writeResults } from "./lib.mjs";
+import { DURATION_S, json, paced, pool, printTable, writeResults } from "./lib.mjs";
 
 const DEVICES = Number(process.env.BENCH_STUFFING_DEVICES ?? 50);
 const ATTACK_CONNECTIONS = Number(process.env.BENCH_ATTACK_CONNECTIONS ?? 16);
@@ -30,12 +31,15 @@ if (!process.env.BENCH_SKIP_BUILD) {
   execSync("npm run build --silent", { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
 }
 
-const service = await startService({ quiet: true, assets: false });
-const api = service.url;
+// Everything at the Worker's own socket: Miniflare's development entry worker, which a deployment
+// does not have, adds stalls of its own under load (bench/lib.mjs, `paced`).
+const service = await startService({ quiet: true, assets: false, direct: true });
+const api = service.directUrl;
 
 /** Runs autocannon and resolves to its result (latencies in ms, status counts). */
 const cannon = (options) => autocannon({ duration: DURATION_S, ...options });
 
+/** A row for an autocannon result (the floods). */
 const summary = (name, result, notes = "") => ({
   name,
   requests_per_s: Math.round(result.requests.average),
@@ -45,6 +49,12 @@ const summary = (name, result, notes = "") => ({
   non_2xx: result.non2xx ?? 0,
   errors: result.errors + result.timeouts,
   notes,
+});
+
+/** A row for a paced probe. */
+const probeRow = (name, result, notes = "") => ({
+  name, requests_per_s: result.requests_per_s, p50_ms: result.p50_ms, p99_ms: result.p99_ms, total: result.total,
+  non_2xx: result.total - result.ok - result.errors, errors: result.errors, notes,
 });
 
 try {
@@ -64,18 +74,11 @@ try {
     await fetch(`${api}/api/v1/agent/heartbeat`, { method: "POST", headers: { "content-type": "application/json", "x-device-id": d.id, "x-api-key": d.key }, body: "{}" }).then((r) => r.text());
   });
 
-  let beat = 0;
-  const probe = (duration = DURATION_S) => Promise.all([
-    cannon({ url: `${api}/health`, connections: 1, overallRate: PROBE_RATE, duration }),
-    cannon({
-      url: api, connections: 1, overallRate: PROBE_RATE, duration,
-      requests: [{
-        method: "POST", path: "/api/v1/agent/heartbeat",
-        setupRequest: (req) => {
-          const d = devices[beat++ % devices.length];
-          return { ...req, headers: { "content-type": "application/json", "x-device-id": d.id, "x-api-key": d.key }, body: "{}" };
-        },
-      }],
+  const probe = (durationS = DURATION_S) => Promise.all([
+    paced("GET /health", { url: `${api}/health`, ratePerS: PROBE_RATE, durationS }),
+    paced("heartbeat", {
+      url: `${api}/api/v1/agent/heartbeat`, method: "POST", body: "{}", headers: { "content-type": "application/json" },
+      rotate: devices.map((d) => ({ "x-device-id": d.id, "x-api-key": d.key })), ratePerS: PROBE_RATE, durationS,
     }),
   ]);
 
@@ -117,21 +120,21 @@ try {
   const [idleAfterHealth, idleAfterBeat] = await probe();
 
   // Against the worse of the two idle windows: what the floods add beyond the machine's own noise.
-  const idleP99 = (a, b) => Math.max(a.latency.p99, b.latency.p99, 1);
+  const idleP99 = (a, b) => Math.max(a.p99_ms, b.p99_ms, 1);
   const healthIdleP99 = idleP99(idleHealth, idleAfterHealth);
   const beatIdleP99 = idleP99(idleBeat, idleAfterBeat);
-  const ratio = (run, idle) => +(run.latency.p99 / (idle === idleHealth ? healthIdleP99 : beatIdleP99)).toFixed(2);
+  const ratio = (run, idle) => +(run.p99_ms / (idle === idleHealth ? healthIdleP99 : beatIdleP99)).toFixed(2);
   const rows = [
-    summary("GET /health, idle", idleHealth),
-    summary("GET /health, idle again afterwards", idleAfterHealth),
-    summary("GET /health, during a GET /version flood", referenceHealth, `p99 ${ratio(referenceHealth, idleHealth)}× idle`),
-    summary(`GET /health, attack's first ${OPENING_S} s`, openingHealth, `p99 ${ratio(openingHealth, idleHealth)}× idle`),
-    summary("GET /health, under attack", attackedHealth, `p99 ${ratio(attackedHealth, idleHealth)}× idle`),
-    summary("heartbeat, idle", idleBeat),
-    summary("heartbeat, idle again afterwards", idleAfterBeat),
-    summary("heartbeat, during a GET /version flood", referenceBeat, `p99 ${ratio(referenceBeat, idleBeat)}× idle`),
-    summary(`heartbeat, attack's first ${OPENING_S} s`, openingBeat, `p99 ${ratio(openingBeat, idleBeat)}× idle`),
-    summary("heartbeat, under attack", attackedBeat, `p99 ${ratio(attackedBeat, idleBeat)}× idle`),
+    probeRow("GET /health, idle", idleHealth),
+    probeRow("GET /health, idle again afterwards", idleAfterHealth),
+    probeRow("GET /health, during a GET /version flood", referenceHealth, `p99 ${ratio(referenceHealth, idleHealth)}× idle`),
+    probeRow(`GET /health, attack's first ${OPENING_S} s`, openingHealth, `p99 ${ratio(openingHealth, idleHealth)}× idle`),
+    probeRow("GET /health, under attack", attackedHealth, `p99 ${ratio(attackedHealth, idleHealth)}× idle`),
+    probeRow("heartbeat, idle", idleBeat),
+    probeRow("heartbeat, idle again afterwards", idleAfterBeat),
+    probeRow("heartbeat, during a GET /version flood", referenceBeat, `p99 ${ratio(referenceBeat, idleBeat)}× idle`),
+    probeRow(`heartbeat, attack's first ${OPENING_S} s`, openingBeat, `p99 ${ratio(openingBeat, idleBeat)}× idle`),
+    probeRow("heartbeat, under attack", attackedBeat, `p99 ${ratio(attackedBeat, idleBeat)}× idle`),
     summary(`flood: GET /version, ${ATTACK_CONNECTIONS} connections`, reference),
     summary(`attack: wrong keys, ${ATTACK_CONNECTIONS} connections, one address`, attackResult,
       `401: ${attackStatus[401]}, 429: ${attackStatus[429]}, other: ${attackStatus.other}; bcrypt: ${bcrypts}`),

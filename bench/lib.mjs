@@ -80,10 +80,13 @@ export async function load(name, options, { success = 200 } = {}) {
  * deployed; under a steady 1,040 req/s its garbage grows and its clean-ups stall the one workerd
  * thread, so the bare Worker's p99 there climbs from about 10 to 55 ms within 40 s, while at the
  * direct socket it stays at 3–7 ms (README, "Site reads").
+ *
+ * `method` and `body` (a string) default to a GET without one; `rotate`, a list of header sets, is
+ * taken in turn, one per request, on top of `headers` (a device call rotating over devices).
  */
-export async function paced(name, { url, headers = {}, ratePerS, durationS = PACED_DURATION_S }, { success = 200 } = {}) {
+export async function paced(name, { url, method, body, headers = {}, rotate, ratePerS, durationS = PACED_DURATION_S }, { success = 200 } = {}) {
   const child = spawn(process.execPath, [join(ROOT, "bench", "paced-client.mjs")], { stdio: ["pipe", "pipe", "inherit"] });
-  child.stdin.end(JSON.stringify({ url, headers, ratePerS, durationS, success }));
+  child.stdin.end(JSON.stringify({ url, method, body, headers, rotate, ratePerS, durationS, success }));
   let out = "";
   for await (const chunk of child.stdout) out += chunk;
   const code = await new Promise((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", resolve)));

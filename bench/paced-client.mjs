@@ -1,6 +1,7 @@
 // The open-loop client behind `paced` in bench/lib.mjs, in a process of its own so that nothing else
-// pauses it. Reads {url, headers, ratePerS, durationS, success} as JSON on stdin; prints its figures
-// as JSON on stdout. Request i is due at start + i / rate and sent then, whatever earlier requests are
+// pauses it. Reads {url, method, body, headers, rotate, ratePerS, durationS, success} as JSON on
+// stdin; prints its figures as JSON on stdout. `rotate`, a list of header sets, is taken in turn, one
+// per request, on top of `headers` (a device call rotating over devices). Request i is due at start + i / rate and sent then, whatever earlier requests are
 // doing; its latency counts from when it was due.
 //
 // node:http over kept-alive sockets, not fetch: fetch allocates enough per request that the client's
@@ -10,7 +11,7 @@ import http from "node:http";
 
 let input = "";
 for await (const chunk of process.stdin) input += chunk;
-const { url, headers = {}, ratePerS, durationS, success = 200 } = JSON.parse(input);
+const { url, method = "GET", body, headers = {}, rotate = [{}], ratePerS, durationS, success = 200 } = JSON.parse(input);
 
 const target = new URL(url);
 const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
@@ -24,8 +25,11 @@ let allSettled;
 const done = new Promise((resolve) => { allSettled = resolve; });
 const settle = () => { if (++settled === total) allSettled(); };
 
-function send(due) {
-  const request = http.request({ host: target.hostname, port: target.port, path: target.pathname + target.search, agent, headers }, (res) => {
+const requestHeaders = rotate.map((extra) => ({ ...headers, ...extra, ...(body === undefined ? {} : { "content-length": Buffer.byteLength(body) }) }));
+
+function send(due, i) {
+  const options = { host: target.hostname, port: target.port, path: target.pathname + target.search, method, agent, headers: requestHeaders[i % requestHeaders.length] };
+  const request = http.request(options, (res) => {
     res.on("data", () => {});
     res.on("end", () => {
       byStatus[res.statusCode] = (byStatus[res.statusCode] ?? 0) + 1;
@@ -35,14 +39,17 @@ function send(due) {
     res.on("error", () => { errors++; settle(); });
   });
   request.on("error", () => { errors++; settle(); });
-  request.end();
+  request.end(body);
 }
 
 const start = performance.now();
 let sent = 0;
 while (sent < total) {
   const now = performance.now();
-  while (sent < total && start + (sent * 1000) / ratePerS <= now) send(start + (sent++ * 1000) / ratePerS);
+  while (sent < total && start + (sent * 1000) / ratePerS <= now) {
+    send(start + (sent * 1000) / ratePerS, sent);
+    sent++;
+  }
   await new Promise((resolve) => setTimeout(resolve, 1));
 }
 if (total) await done;
