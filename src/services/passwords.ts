@@ -2,9 +2,30 @@ import bcrypt from "bcryptjs";
 
 const COST = 10;
 
-export const hashSecret = (secret: string) => bcrypt.hash(secret, COST);
+/**
+ * One bcrypt at a time per isolate, with a turn of the event loop before the next. bcryptjs yields
+ * when 100 ms have passed by the clock, but the Workers runtime holds the clock still while code
+ * runs, so each hash or check keeps the isolate to itself for its whole duration (tens of ms at cost
+ * 10), and several started together ran back to back: twelve wrong keys at once stalled every other
+ * request for half a second. Queued here, others' requests are served between two checks.
+ *
+ * Waiters poll on a timer of their own rather than awaiting a promise another request would
+ * resolve: a Worker request may not rely on another request's promise.
+ */
+let bcryptBusy = false;
+async function oneBcryptAtATime<T>(work: () => Promise<T>): Promise<T> {
+  while (bcryptBusy) await new Promise((resolve) => setTimeout(resolve, 1));
+  bcryptBusy = true;
+  try {
+    return await work();
+  } finally {
+    bcryptBusy = false;
+  }
+}
 
-export const verifySecret = (secret: string, hash: string) => bcrypt.compare(secret, hash);
+export const hashSecret = (secret: string) => oneBcryptAtATime(() => bcrypt.hash(secret, COST));
+
+export const verifySecret = (secret: string, hash: string) => oneBcryptAtATime(() => bcrypt.compare(secret, hash));
 
 // A real hash of a random string: comparing against it costs the same as a real check, so an
 // unknown e-mail and a wrong password take the same time. The isolate keeps the finished hash, never
@@ -12,8 +33,8 @@ export const verifySecret = (secret: string, hash: string) => bcrypt.compare(sec
 // refuses, or the waiter hangs when the first request ends), so concurrent first calls each hash.
 let decoyHash: string | undefined;
 export async function decoyVerify(secret: string): Promise<boolean> {
-  decoyHash ??= await bcrypt.hash(crypto.randomUUID(), COST);
-  await bcrypt.compare(secret, decoyHash);
+  decoyHash ??= await hashSecret(crypto.randomUUID());
+  await verifySecret(secret, decoyHash);
   return false;
 }
 
