@@ -10,16 +10,22 @@ const COST = 10;
  * request for half a second. Queued here, others' requests are served between two checks.
  *
  * Waiters poll on a timer of their own rather than awaiting a promise another request would
- * resolve: a Worker request may not rely on another request's promise.
+ * resolve: a Worker request may not rely on another request's promise. The turn is a lease, not a
+ * lock: a request cancelled mid-hash never runs its `finally`, and its turn then lapses after
+ * BCRYPT_TURN_LEASE_MS instead of holding every later sign-in and enrolment of the isolate forever.
  */
-let bcryptBusy = false;
-async function oneBcryptAtATime<T>(work: () => Promise<T>): Promise<T> {
-  while (bcryptBusy) await new Promise((resolve) => setTimeout(resolve, 1));
-  bcryptBusy = true;
+export const BCRYPT_TURN_LEASE_MS = 1_000;
+let turnHolder = 0;
+let turnLapsesAt = 0;
+export async function oneBcryptAtATime<T>(work: () => Promise<T>): Promise<T> {
+  // performance.now, not the service clock: the lease is about real time, which tests may not fake.
+  while (performance.now() < turnLapsesAt) await new Promise((resolve) => setTimeout(resolve, 1));
+  const turn = ++turnHolder;
+  turnLapsesAt = performance.now() + BCRYPT_TURN_LEASE_MS;
   try {
     return await work();
   } finally {
-    bcryptBusy = false;
+    if (turnHolder === turn) turnLapsesAt = 0;
   }
 }
 

@@ -2,7 +2,7 @@
 // code runs, and bcryptjs yields by the clock), so the service runs one at a time per isolate with a
 // turn of the event loop between: other work is served between two checks, not after all of them.
 import { describe, expect, it } from "vitest";
-import { hashSecret, verifySecret } from "../../src/services/passwords";
+import { BCRYPT_TURN_LEASE_MS, hashSecret, oneBcryptAtATime, verifySecret } from "../../src/services/passwords";
 
 describe("bcrypt checks started together", () => {
   it("take turns, letting other work run between two of them", async () => {
@@ -29,5 +29,15 @@ describe("bcrypt checks started together", () => {
     const hash = await hashSecret("the right key");
     const answers = await Promise.all([verifySecret("the right key", hash), verifySecret("a wrong key", hash), verifySecret("the right key", hash)]);
     expect(answers).toEqual([true, false, true]);
+  });
+
+  it("do not wait for ever behind a turn its request never gave back (a request cancelled mid-hash)", async () => {
+    const hash = await hashSecret("the right key");
+    void oneBcryptAtATime(() => new Promise(() => {})); // never settles, as a cancelled request's hash
+    const started = performance.now();
+    expect(await verifySecret("the right key", hash)).toBe(true);
+    const waited = performance.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(BCRYPT_TURN_LEASE_MS - 50);
+    expect(waited).toBeLessThan(BCRYPT_TURN_LEASE_MS + 2_000);
   });
 });
