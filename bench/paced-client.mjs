@@ -1,8 +1,9 @@
 // The open-loop client behind `paced` in bench/lib.mjs, in a process of its own so that nothing else
 // pauses it. Reads {url, method, body, headers, rotate, ratePerS, durationS, success} as JSON on
 // stdin; prints its figures as JSON on stdout. `rotate`, a list of header sets, is taken in turn, one
-// per request, on top of `headers` (a device call rotating over devices). Request i is due at start + i / rate and sent then, whatever earlier requests are
-// doing; its latency counts from when it was due.
+// per request, on top of `headers` (a device call rotating over devices). Request i is due at
+// start + i / rate and sent then, whatever earlier requests are doing; its latency counts from when
+// it was due.
 //
 // node:http over kept-alive sockets, not fetch: fetch allocates enough per request that the client's
 // own garbage collection put 40–60 ms into the measured p99 of a bare Worker at 1,040 req/s, where

@@ -4,7 +4,7 @@ import type { AppEnv, AuthUser, Db, Granted } from "../env";
 import type { Role } from "../shared/vocabulary";
 import type { ApiError } from "../lib/errors";
 import {
-  checkSiteAccess, deviceNotFound, findUserAndObjectAccess, findUserAndSiteAccess, siteNotFound, type SiteAccess, type SiteAccessOptions,
+  checkSiteAccess, deviceNotFound, findUserAndObjectAccess, findUserAndSiteAccess, siteNotFound, type SiteAccess, type SiteAccessOptions, type SiteScopedKind,
 } from "../services/access";
 import { findActiveUserById } from "../services/users";
 import { findUserAndSiteAccessForRead } from "../services/site-access-cache";
@@ -47,33 +47,20 @@ const KINDS: Record<Kind, { param: string; lookUp: (db: Db, userId: number, id: 
     lookUp: (db, userId, id, forRead) => (forRead ? findUserAndSiteAccessForRead : findUserAndSiteAccess)(db, userId, id),
     notFound: siteNotFound,
   },
-  device: {
-    param: "device_id",
-    lookUp: async (db, userId, id) => {
-      const { object, ...found } = await findUserAndObjectAccess(db, userId, "device", id);
-      return { ...found, object: object && { device: object, siteId: object.siteId } };
-    },
-    notFound: deviceNotFound,
-  },
-  job: {
-    param: "job_id",
-    lookUp: async (db, userId, id) => {
-      const { object, ...found } = await findUserAndObjectAccess(db, userId, "job", id);
-      return { ...found, object: object && { job: object, siteId: object.siteId } };
-    },
-    notFound: jobNotFound,
-  },
-  command: {
-    param: "command_id",
-    lookUp: async (db, userId, id) => {
-      const { object, ...found } = await findUserAndObjectAccess(db, userId, "command", id);
-      return { ...found, object: object && { command: object, siteId: object.siteId } };
-    },
-    notFound: () => commandNotFound(),
-  },
+  device: { param: "device_id", lookUp: objectLookUp("device"), notFound: deviceNotFound },
+  job: { param: "job_id", lookUp: objectLookUp("job"), notFound: jobNotFound },
+  command: { param: "command_id", lookUp: objectLookUp("command"), notFound: () => commandNotFound() },
 };
 
-type Kind = "site" | "device" | "job" | "command";
+/** The lookup of a device, job or command: the row comes back under its own name, as `Granted` carries it. */
+function objectLookUp(kind: SiteScopedKind) {
+  return async (db: Db, userId: number, id: string): Promise<Found> => {
+    const { object, ...found } = await findUserAndObjectAccess(db, userId, kind, id);
+    return { ...found, object: object && { [kind]: object, siteId: object.siteId } };
+  };
+}
+
+type Kind = "site" | SiteScopedKind;
 
 function ruleParts(rule: AccessRule): { kind: Kind; minimum: Role; fromQuery: boolean; options?: SiteAccessOptions } {
   if ("site" in rule) return { kind: "site", minimum: rule.site, fromQuery: rule.from === "query", options: { outsider: rule.outsider } };
